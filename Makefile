@@ -1,0 +1,42 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+# Both create .venv when it is missing. torch==2.13.0 is installed first, on its own: it is the CPU
+# wheel on this machine's disk, and a bare torch requirement would pull a multi-GB CUDA build.
+
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+SC     := $(VENV)/bin/signalchain
+STAMP  := $(VENV)/.signalchain-setup
+DEMO   ?= demo-out
+PYTHON ?= python3
+
+.PHONY: setup test demo bench lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip 2>&1 | grep -v "is ignored" || true
+	$(PIP) install -q torch==2.13.0 2>&1 | grep -v "is ignored" || true
+	$(PIP) install -q -e '.[dev]' 2>&1 | grep -v "is ignored" || true
+	@$(PY) -c "import signalchain, torch; print('signalchain', signalchain.__version__, '· torch', torch.__version__)"
+	@touch $(STAMP)
+
+test: setup
+	$(PY) -m pytest
+
+demo: setup
+	@mkdir -p $(DEMO)
+	$(SC) capture --out $(DEMO)/golden --seed 0 --html $(DEMO)/inspect.html --json $(DEMO)/capture.json
+	$(SC) inspect $(DEMO)/golden --html $(DEMO)/inspect.html
+	$(SC) compare $(DEMO)/golden --json $(DEMO)/compare.json --html $(DEMO)/compare.html
+	@echo "reports: $(DEMO)/inspect.html $(DEMO)/compare.html"
+
+bench: setup
+	$(PY) benchmarks/bench_tap.py
+
+lint: setup
+	$(VENV)/bin/ruff check src tests benchmarks
+
+clean:
+	rm -rf $(DEMO) .pytest_cache .ruff_cache

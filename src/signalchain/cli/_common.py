@@ -1,0 +1,87 @@
+"""What every subcommand shares: options, pipeline resolution, error handling and exit codes."""
+
+from __future__ import annotations
+
+import functools
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+
+from ..errors import SignalchainError, UsageError
+from ..pipeline import capabilities, load_pipeline
+
+__all__ = ["DEFAULT_PIPELINE", "common_options", "resolve_pipeline", "guarded", "parse_tolerances"]
+
+#: With no pipeline named, every command runs on the bundled reference pipeline (DESIGN §3).
+DEFAULT_PIPELINE = "signalchain.reference:ReferencePipeline"
+
+
+def common_options(html: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """--json, --html (where the command has a page) and --debug on a subcommand."""
+
+    def deco(f: Callable[..., Any]) -> Callable[..., Any]:
+        f = click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")(f)
+        if html:
+            f = click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
+                             help="Write the self-contained HTML report here.")(f)
+        f = click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+                         help="Write the machine-readable report here.")(f)
+        return f
+
+    return deco
+
+
+def guarded(f: Callable[..., int | None]) -> Callable[..., None]:
+    """Run a command body; map its result and errors to DESIGN §5 exit codes (0, 1, 2)."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        debug = bool(kwargs.get("debug"))
+        try:
+            code = f(*args, **kwargs) or 0
+        except (SignalchainError, click.ClickException) as exc:
+            msg = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
+            click.echo(f"signalchain: error: {msg}", err=True)
+            if debug:
+                traceback.print_exc()
+            sys.exit(2)
+        except KeyboardInterrupt:
+            click.echo("signalchain: interrupted", err=True)
+            sys.exit(2)
+        except Exception as exc:  # an internal error: one line, the traceback only with --debug
+            click.echo(f"signalchain: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)", err=True)
+            if debug:
+                traceback.print_exc()
+            sys.exit(2)
+        sys.exit(code)
+
+    return wrapper
+
+
+def resolve_pipeline(spec: str | None, faults: Sequence[str] = ()) -> tuple[Any, str]:
+    """Load the named pipeline (the reference one when None) and inject catalogue faults if asked."""
+    spec = spec or DEFAULT_PIPELINE
+    pipeline = load_pipeline(spec)
+    if faults:
+        if "with_faults" not in capabilities(pipeline):
+            raise UsageError(f"--fault needs a pipeline with with_faults(names), such as the reference pipeline; {spec!r} has none")
+        pipeline = pipeline.with_faults(list(faults))
+    return pipeline, spec
+
+
+def parse_tolerances(items: Sequence[str]) -> dict[str, tuple[float, float | None]]:
+    """`STAGE=RTOL[,ATOL]` → {stage: (rtol, atol)}."""
+    out: dict[str, tuple[float, float | None]] = {}
+    for item in items:
+        stage, sep, vals = item.partition("=")
+        try:
+            if not sep or not stage:
+                raise ValueError
+            parts = vals.split(",")
+            out[stage] = (float(parts[0]), float(parts[1]) if len(parts) > 1 else None)
+        except ValueError:
+            raise UsageError(f"--tol {item!r} is not STAGE=RTOL[,ATOL] (e.g. --tol logits=1e-3,1e-5)") from None
+    return out

@@ -1,0 +1,23 @@
+"""Layer 2: golden batches on disk, provenance, and trace comparison."""
+
+from .compare import Comparison, StageDiff, Tolerance, compare_records, compare_traces
+from .provenance import collect_provenance, config_hash, git_state, package_versions
+from .store import SCHEMA, SCHEMA_VERSION, Golden, load_golden, save_golden, wav_name
+
+__all__ = [
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "Comparison",
+    "Golden",
+    "StageDiff",
+    "Tolerance",
+    "collect_provenance",
+    "compare_records",
+    "compare_traces",
+    "config_hash",
+    "git_state",
+    "load_golden",
+    "package_versions",
+    "save_golden",
+    "wav_name",
+]

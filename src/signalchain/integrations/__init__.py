@@ -1,0 +1,1 @@
+"""Layer 4: adapters that make real codebases a `Pipeline`."""

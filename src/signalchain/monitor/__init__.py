@@ -1,0 +1,1 @@
+"""Layer 3: live, cheap, in-loop measurements and triggers."""

@@ -1,0 +1,113 @@
+"""One self-contained HTML file: no network, images and audio embedded as data URIs."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+
+from .._atomic import write_text_atomic
+from ..findings import Finding
+
+__all__ = ["HtmlReport", "esc", "audio_player", "image_tag", "table", "findings_table"]
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:0 auto;max-width:1100px;padding:1em 2em;color:#222}
+h1{font-size:1.5em;margin-bottom:.2em} h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
+h3{margin-bottom:.3em} table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
+td,th{border:1px solid #ddd;padding:2px 6px;text-align:left;vertical-align:top} th{background:#f4f4f4}
+code,.mono{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.9em}
+.error{color:#b00020;font-weight:600}.warning{color:#a15c00;font-weight:600}.info{color:#555}
+.ok{color:#1b7f3b;font-weight:600}.bad{color:#b00020;font-weight:600}
+.example{border:1px solid #e4e4e4;border-radius:6px;padding:.5em .8em;margin:.6em 0;background:#fcfcfc}
+.caption{font-size:1.05em;font-style:italic}.muted{color:#777;font-size:.85em}
+audio{height:32px;vertical-align:middle} img{max-width:100%}
+nav a{margin-right:.8em;font-size:.85em}
+"""
+
+
+def esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def image_tag(png: bytes, alt: str = "") -> str:
+    return f'<img alt="{esc(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+
+
+def audio_player(audio: np.ndarray, sample_rate: int, label: str = "") -> str:
+    """An <audio> element holding an MP3 encode of `audio` ([C, T] or [T]); WAV if MP3 fails."""
+    x = np.nan_to_num(np.asarray(audio, dtype=np.float32))
+    if x.ndim == 1:
+        x = x[None]
+    x = np.clip(x, -1.0, 1.0).T
+    buf, mime = io.BytesIO(), "audio/mpeg"
+    try:
+        if sample_rate not in (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000) or x.shape[0] < 1152:
+            raise ValueError("rate or length unsupported by MP3")
+        sf.write(buf, x, sample_rate, format="MP3", subtype="MPEG_LAYER_III")
+    except Exception:
+        buf, mime = io.BytesIO(), "audio/wav"
+        sf.write(buf, x, sample_rate, format="WAV", subtype="PCM_16")
+    data = base64.b64encode(buf.getvalue()).decode()
+    title = f' title="{esc(label)}"' if label else ""
+    return f'<audio controls preload="none"{title} src="data:{mime};base64,{data}"></audio>'
+
+
+def table(rows: Iterable[Sequence[Any]], headers: Sequence[str], raw: bool = False) -> str:
+    """An HTML table; cells are escaped unless `raw` (cells already hold HTML)."""
+    cell = (lambda v: str(v)) if raw else esc
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def findings_table(findings: Sequence[Finding]) -> str:
+    if not findings:
+        return '<p class="ok">No findings.</p>'
+    rows = []
+    for f in findings:
+        rows.append([
+            f'<span class="{f.severity.value}">{esc(f.severity.value)}</span>',
+            f"<code>{esc(f.id)}</code>",
+            esc(f.stage or "—"),
+            esc(f.message) + (f'<div class="muted">next: {esc(f.hint)}</div>' if f.hint else ""),
+        ])
+    return table(rows, ["severity", "id", "stage", "what and next step"], raw=True)
+
+
+class HtmlReport:
+    """Sections of HTML appended in order, written as one file."""
+
+    def __init__(self, title: str, subtitle: str = ""):
+        self.title = title
+        self.subtitle = subtitle
+        self._sections: list[tuple[str, str, str]] = []
+
+    def section(self, title: str, body: str, anchor: str | None = None) -> None:
+        anchor = anchor or "s" + str(len(self._sections))
+        self._sections.append((anchor, title, body))
+
+    def render(self) -> str:
+        nav = "".join(f'<a href="#{esc(a)}">{esc(t)}</a>' for a, t, _ in self._sections)
+        parts = [
+            "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+            f"<title>{esc(self.title)}</title><style>{_CSS}</style></head><body>",
+            f"<h1>{esc(self.title)}</h1>",
+            f'<p class="muted">{esc(self.subtitle)}</p>' if self.subtitle else "",
+            f"<nav>{nav}</nav>",
+        ]
+        for anchor, title, body in self._sections:
+            parts.append(f'<section id="{esc(anchor)}"><h2>{esc(title)}</h2>{body}</section>')
+        parts.append("</body></html>")
+        return "\n".join(parts)
+
+    def write(self, path: str | Path) -> Path:
+        path = Path(path)
+        write_text_atomic(path, self.render())
+        return path

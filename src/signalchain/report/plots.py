@@ -1,0 +1,119 @@
+"""Pictures for reports: matplotlib (Agg) figures returned as PNG bytes. Render only, no verdicts."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from scipy import signal  # noqa: E402
+
+__all__ = ["audio_figure", "codes_figure", "mask_figure", "histogram_figure", "line_figure"]
+
+_DPI = 80
+
+
+def _png(fig: plt.Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=_DPI, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def audio_figure(audio: np.ndarray, sample_rate: int | None, title: str = "") -> bytes:
+    """Waveform (every channel) above a log-magnitude spectrogram of the mono downmix. audio: [C, T]."""
+    audio = np.nan_to_num(np.asarray(audio, dtype=np.float64))
+    if audio.ndim == 1:
+        audio = audio[None]
+    sr = sample_rate or 1
+    fig, (ax_w, ax_s) = plt.subplots(2, 1, figsize=(7, 3.2), sharex=True,
+                                     gridspec_kw={"height_ratios": [1, 1.4]})
+    t = np.arange(audio.shape[1]) / sr
+    for c in range(audio.shape[0]):
+        ax_w.plot(t, audio[c], lw=0.5, alpha=0.8, label=f"ch{c}")
+    ax_w.set_ylim(-1.05, 1.05) if np.abs(audio).max() <= 1.0 else None
+    ax_w.set_ylabel("amplitude")
+    if audio.shape[0] > 1:
+        ax_w.legend(loc="upper right", fontsize=7)
+    if title:
+        ax_w.set_title(title, fontsize=9)
+    mono = audio.mean(axis=0)
+    nper = min(512, max(16, len(mono)))
+    if len(mono) >= 16:
+        f, tt, s = signal.spectrogram(mono, fs=sr, nperseg=nper, noverlap=nper // 2)
+        db = 10 * np.log10(s + 1e-12)
+        top = max(float(db.max()), -100.0)  # an 80 dB window under the loudest bin
+        ax_s.pcolormesh(tt, f, db, shading="auto", vmin=top - 80, vmax=top, cmap="magma")
+    ax_s.set_ylabel("Hz" if sample_rate else "bin")
+    ax_s.set_xlabel("seconds" if sample_rate else "samples")
+    return _png(fig)
+
+
+def codes_figure(codes: np.ndarray, title: str = "", cardinality: int | None = None) -> bytes:
+    """Token ids per codebook over time. codes: [K, T]."""
+    codes = np.asarray(codes)
+    if codes.ndim == 1:
+        codes = codes[None]
+    fig, ax = plt.subplots(figsize=(7, 0.5 + 0.35 * codes.shape[0]))
+    im = ax.imshow(codes, aspect="auto", interpolation="nearest", cmap="viridis",
+                   vmin=0, vmax=cardinality - 1 if cardinality else None)
+    ax.set_ylabel("codebook")
+    ax.set_xlabel("frame")
+    fig.colorbar(im, ax=ax, pad=0.01)
+    if title:
+        ax.set_title(title, fontsize=9)
+    return _png(fig)
+
+
+def mask_figure(mask: np.ndarray, title: str = "") -> bytes:
+    """A boolean mask as black (kept) and white (dropped) cells. mask: [rows, T]."""
+    mask = np.asarray(mask, dtype=float)
+    if mask.ndim == 1:
+        mask = mask[None]
+    mask = mask.reshape(-1, mask.shape[-1])
+    fig, ax = plt.subplots(figsize=(7, 0.5 + 0.2 * mask.shape[0]))
+    ax.imshow(mask, aspect="auto", interpolation="nearest", cmap="Greys", vmin=0, vmax=1)
+    ax.set_xlabel("position")
+    if title:
+        ax.set_title(title, fontsize=9)
+    return _png(fig)
+
+
+def histogram_figure(values: np.ndarray, title: str = "") -> bytes:
+    v = np.asarray(values, dtype=np.float64).ravel()
+    v = v[np.isfinite(v)]
+    fig, ax = plt.subplots(figsize=(5, 1.8))
+    if v.size:
+        ax.hist(v, bins=60, color="#4c72b0")
+    ax.set_yscale("log")
+    if title:
+        ax.set_title(title, fontsize=9)
+    return _png(fig)
+
+
+def line_figure(series: Mapping[str, tuple[Sequence[float], Sequence[float]]], title: str = "",
+                xlabel: str = "", ylabel: str = "", logx: bool = False, logy: bool = False,
+                vlines: Mapping[str, float] | None = None) -> bytes:
+    """Several named curves on one axis (loss curves, LR sweeps, gradient norms)."""
+    fig, ax = plt.subplots(figsize=(7, 3))
+    for name, (x, y) in series.items():
+        ax.plot(np.asarray(x, dtype=float), np.asarray(y, dtype=float), lw=1.2, label=name)
+    for name, x in (vlines or {}).items():
+        ax.axvline(x, ls="--", lw=0.8, color="grey")
+        ax.text(x, ax.get_ylim()[1], name, rotation=90, va="top", fontsize=7)
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, fontsize=9)
+    if len(series) > 1:
+        ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return _png(fig)

@@ -1,0 +1,79 @@
+"""Terminal rendering with rich: findings, traces and comparisons."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from ..findings import Finding, sort_findings
+from ..golden.compare import Comparison
+from ..trace import Trace
+from .describe import describe_diff, describe_record
+
+__all__ = ["console", "print_findings", "print_trace", "print_comparison"]
+
+_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
+
+
+def console(stderr: bool = False) -> Console:
+    """A rich console; when output is not a terminal (CI logs, pipes) tables get 120 columns."""
+    probe = Console(stderr=stderr)
+    width = None if probe.is_terminal else 120
+    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width)
+
+
+def print_findings(findings: Sequence[Finding], out: Console, title: str = "Findings") -> None:
+    if not findings:
+        out.print("[green]No findings.[/green]")
+        return
+    table = Table(title=title, show_lines=False, expand=False)
+    table.add_column("severity")
+    table.add_column("id")
+    table.add_column("stage")
+    table.add_column("message", overflow="fold")
+    for f in sort_findings(findings):
+        table.add_row(f"[{_STYLE[f.severity.value]}]{f.severity.value}[/]", f.id, f.stage or "—", f.message)
+    out.print(table)
+    for f in sort_findings(findings):
+        if f.severity.value != "info" and f.hint:
+            out.print(f"  [bold]{f.id}[/bold] → {f.hint}")
+
+
+def print_trace(trace: Trace, out: Console, title: str = "Stages") -> None:
+    table = Table(title=title)
+    table.add_column("#", justify="right")
+    table.add_column("stage")
+    table.add_column("kind")
+    table.add_column("dtype")
+    table.add_column("shape")
+    table.add_column("summary", overflow="fold")
+    for rec in trace:
+        table.add_row(str(rec.order), rec.name, rec.kind, rec.dtype, "×".join(map(str, rec.shape)) or "—",
+                      describe_record(rec))
+    out.print(table)
+
+
+def print_comparison(comparison: Comparison, out: Console) -> None:
+    table = Table(title="Stage by stage")
+    table.add_column("stage")
+    table.add_column("kind")
+    table.add_column("result")
+    table.add_column("detail", overflow="fold")
+    first = comparison.first_divergence
+    for d in comparison.stages:
+        if d.equal:
+            status = "[green]same[/green]"
+        elif d is first:
+            status = "[bold red]FIRST DIVERGENCE[/bold red]"
+        else:
+            status = "[red]differs[/red]"
+        table.add_row(d.stage, d.kind, status, "" if d.equal else describe_diff(d))
+    out.print(table)
+    if first is None:
+        out.print("[green]identical[/green]: every stage matches the golden batch")
+    else:
+        out.print(f"[bold red]first divergent stage: {first.stage}[/bold red] ({first.kind}): {describe_diff(first)}")
+        if comparison.downstream:
+            out.print(f"downstream: {', '.join(comparison.downstream)}")

@@ -1,0 +1,22 @@
+"""Layer 1: stage taps and traces."""
+
+from .record import KINDS, StageRecord, make_record
+from .recorder import Recording, record, recording, tap
+from .trace import Trace
+from .vocabulary import STAGES, StageInfo, is_audio_stage, stage_info, stage_rank
+
+__all__ = [
+    "KINDS",
+    "STAGES",
+    "StageInfo",
+    "StageRecord",
+    "Recording",
+    "Trace",
+    "is_audio_stage",
+    "make_record",
+    "record",
+    "recording",
+    "stage_info",
+    "stage_rank",
+    "tap",
+]

@@ -1,0 +1,60 @@
+"""The well-known stage names (DESIGN §2), in pipeline order.
+
+Unknown names are welcome: they get generic statistics and comparison. The names below unlock the
+checks that know what a stage should hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["StageInfo", "STAGES", "stage_info", "is_audio_stage", "stage_rank"]
+
+
+@dataclass(frozen=True)
+class StageInfo:
+    name: str
+    kind: str  # the kind a value tapped at this stage is expected to have
+    what: str  # what the value is, for reports
+
+
+STAGES: tuple[StageInfo, ...] = (
+    StageInfo("audio.original", "audio", "source audio as loaded [B, C, T]"),
+    StageInfo("caption", "text", "one caption per example"),
+    StageInfo("metadata", "json", "one metadata record per example"),
+    StageInfo("audio.resampled", "audio", "audio at the model's sample rate"),
+    StageInfo("audio.mono", "audio", "audio after channel conversion"),
+    StageInfo("crop", "tensor", "crop bounds [B, 2] in samples"),
+    StageInfo("audio.cropped", "audio", "the audio segment the model sees"),
+    StageInfo("tokens", "tensor", "codec tokens [B, K, T]"),
+    StageInfo("tokens.pattern", "tensor", "tokens after the delay/interleaving pattern"),
+    StageInfo("mask.padding", "tensor", "valid (non-padding) frames"),
+    StageInfo("condition.tokens", "tensor", "tokenised condition ids [B, L]"),
+    StageInfo("condition.mask", "tensor", "valid condition tokens [B, L]"),
+    StageInfo("condition.dropped", "tensor", "condition dropped for classifier-free guidance, per example"),
+    StageInfo("condition.embedding", "tensor", "condition embedding [B, L, D]"),
+    StageInfo("targets", "tensor", "target tokens [B, K, T]"),
+    StageInfo("logits", "tensor", "model outputs [B, K, T, card]"),
+    StageInfo("mask.loss", "tensor", "positions that count in the loss [B, K, T]"),
+    StageInfo("loss", "scalar", "the loss that is back-propagated"),
+    StageInfo("loss.per_codebook", "tensor", "cross-entropy per codebook [K]"),
+    StageInfo("audio.decoded", "audio", "tokens decoded back to audio"),
+    StageInfo("audio.written", "audio", "audio as written to / read back from a file"),
+)
+
+_BY_NAME = {s.name: s for s in STAGES}
+_RANK = {s.name: i for i, s in enumerate(STAGES)}
+
+
+def stage_info(name: str) -> StageInfo | None:
+    """The vocabulary entry of a stage name (ignoring a `#n` repeat suffix), or None if unknown."""
+    return _BY_NAME.get(name.split("#", 1)[0])
+
+
+def is_audio_stage(name: str) -> bool:
+    return name.split("#", 1)[0].startswith("audio.")
+
+
+def stage_rank(name: str) -> int:
+    """Position in the canonical order; unknown stages sort after the known ones."""
+    return _RANK.get(name.split("#", 1)[0], len(_RANK))

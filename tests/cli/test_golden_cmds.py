@@ -1,0 +1,93 @@
+"""capture / compare / inspect through the CLI, on the toy pipeline (exit codes per DESIGN §5)."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from signalchain.cli import cli
+
+TOY = "tests/toy_pipeline.py:make"
+
+
+@pytest.fixture
+def runner():
+    return CliRunner()
+
+
+@pytest.fixture
+def golden(tmp_path, runner):
+    out = tmp_path / "golden"
+    res = runner.invoke(cli, ["capture", TOY, "--out", str(out), "--seed", "1", "--json", str(tmp_path / "c.json")])
+    assert res.exit_code == 0, res.output
+    return out
+
+
+def test_capture_writes_a_golden_and_json(golden, tmp_path):
+    assert (golden / "manifest.json").is_file() and (golden / "values.safetensors").is_file()
+    report = json.loads((tmp_path / "c.json").read_text())
+    assert report["signalchain"] and report["findings"] == []
+    assert [s["name"] for s in report["stages"]][:3] == ["audio.original", "caption", "metadata"]
+
+
+def test_compare_with_a_fresh_run_is_identical(golden, runner, tmp_path):
+    res = runner.invoke(cli, ["compare", str(golden), "--json", str(tmp_path / "r.json")])
+    assert res.exit_code == 0, res.output
+    assert "identical" in res.output
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert rep["comparison"]["identical"] is True and rep["comparison"]["first_divergence"] is None
+
+
+@pytest.mark.parametrize("change,stage", [("crop", "crop"), ("tokens", "tokens"), ("mask", "mask.loss"), ("loss", "loss")])
+def test_compare_names_the_changed_stage_first(golden, runner, tmp_path, change, stage):
+    spec = tmp_path / f"changed_{change}.py"
+    spec.write_text(f"import sys\nsys.path.insert(0, 'tests')\nfrom toy_pipeline import ToyPipeline\npipe = ToyPipeline({change!r})\n")
+    out = tmp_path / "r.json"
+    res = runner.invoke(cli, ["compare", str(golden), "--pipeline", f"{spec}:pipe", "--json", str(out), "--html", str(tmp_path / "r.html")])
+    assert res.exit_code == 1, res.output
+    rep = json.loads(out.read_text())
+    assert rep["comparison"]["first_divergence"]["stage"] == stage
+    assert rep["findings"][0]["id"] == "golden.diverged" and rep["findings"][0]["stage"] == stage
+    assert f"first divergent stage: {stage}" in res.output
+    html = (tmp_path / "r.html").read_text()
+    assert "FIRST DIVERGENCE" in html and "http://" not in html and "https://" not in html
+
+
+def test_compare_two_goldens(golden, runner, tmp_path):
+    other = tmp_path / "other"
+    assert runner.invoke(cli, ["capture", TOY, "--out", str(other), "--seed", "2"]).exit_code == 0
+    res = runner.invoke(cli, ["compare", str(golden), str(other)])
+    assert res.exit_code == 1 and "first divergent stage: audio.original" in res.output
+    assert runner.invoke(cli, ["compare", str(golden), str(golden)]).exit_code == 0
+
+
+def test_inspect_html_is_self_contained_with_players_and_images(golden, runner, tmp_path):
+    out = tmp_path / "inspect.html"
+    res = runner.invoke(cli, ["inspect", str(golden), "--html", str(out)])
+    assert res.exit_code == 0, res.output
+    html = out.read_text()
+    assert html.count("<audio controls") >= 4 * 3  # every example of each audio stage
+    assert "data:image/png;base64," in html
+    assert "tone at" in html  # captions printed beside the audio
+    assert "tokens decoded" in html
+    for marker in ("http://", "https://", "<script src", "<link "):
+        assert marker not in html
+
+
+def test_usage_and_input_errors_exit_2_with_one_line(runner, tmp_path):
+    res = runner.invoke(cli, ["compare", str(tmp_path)])
+    assert res.exit_code == 2
+    assert "manifest.json: missing" in res.output and "Traceback" not in res.output
+    res = runner.invoke(cli, ["capture", "nope.py:x", "--out", str(tmp_path / "g")])
+    assert res.exit_code == 2 and "does not exist" in res.output
+    res = runner.invoke(cli, ["capture", TOY, "--out", str(tmp_path / "g"), "--fault", "mask_all_padding"])
+    assert res.exit_code == 2 and "--fault needs a pipeline with with_faults" in res.output
+    res = runner.invoke(cli, ["compare", str(tmp_path), "--tol", "oops"])
+    assert res.exit_code == 2
+
+
+def test_damaged_golden_is_exit_2_naming_the_file(golden, runner):
+    f = golden / "values.safetensors"
+    f.write_bytes(f.read_bytes()[:-10])
+    res = runner.invoke(cli, ["inspect", str(golden)])
+    assert res.exit_code == 2 and "values.safetensors" in res.output

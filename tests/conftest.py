@@ -1,0 +1,16 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("MPLBACKEND", "Agg")
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+@pytest.fixture
+def toy():
+    from toy_pipeline import ToyPipeline
+
+    return ToyPipeline()
