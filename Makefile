@@ -25,12 +25,17 @@ $(STAMP): pyproject.toml
 test: setup
 	$(PY) -m pytest
 
+# The main job on the bundled reference pipeline: capture its golden batch, inspect it (HTML with
+# players), re-run it as the code is now (identical: exit 0), then re-run it with a crop bug
+# injected, which `compare` must blame on the `crop` stage (exit 1 is the expected verdict there).
 demo: setup
 	@mkdir -p $(DEMO)
-	$(SC) capture --out $(DEMO)/golden --seed 0 --html $(DEMO)/inspect.html --json $(DEMO)/capture.json
+	$(SC) capture --out $(DEMO)/golden --seed 0 --json $(DEMO)/capture.json
 	$(SC) inspect $(DEMO)/golden --html $(DEMO)/inspect.html
 	$(SC) compare $(DEMO)/golden --json $(DEMO)/compare.json --html $(DEMO)/compare.html
-	@echo "reports: $(DEMO)/inspect.html $(DEMO)/compare.html"
+	$(SC) compare $(DEMO)/golden --fault crop_in_padding --json $(DEMO)/compare-fault.json \
+		--html $(DEMO)/compare-fault.html || test $$? -eq 1
+	@echo "reports: $(DEMO)/inspect.html $(DEMO)/compare.html $(DEMO)/compare-fault.html"
 
 bench: setup
 	$(PY) benchmarks/bench_tap.py
