@@ -14,7 +14,7 @@ class RefConfig:
     source_sample_rate: int = 32000  # the rate clips are stored at
     sample_rate: int = 16000  # the model's (and codec's) rate
     batch_size: int = 8
-    segment_seconds: float = 3.0  # crop length; shorter clips are zero-padded and masked
+    segment_seconds: float = 2.0  # crop length; shorter clips are zero-padded and masked
     train_size: int = 512  # clips in the training split (for loaders and memorisation checks)
     valid_size: int = 64
     # text condition

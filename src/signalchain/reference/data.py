@@ -41,7 +41,7 @@ MODES = {"major": [0, 2, 4, 5, 7, 9, 11], "minor": [0, 2, 3, 5, 7, 8, 10]}
 PITCH_CLASSES = ["C", "C#", "D", "D#", "E", "F", "F#", "G", "G#", "A", "A#", "B"]
 GENRES = {"organ": "classical", "square_lead": "electronic", "plucked_string": "folk",
           "fm_bell": "ambient"}
-SECONDS_RANGE = (2.0, 8.0)  # some clips are shorter than a 3 s crop: padding is real
+SECONDS_RANGE = (1.5, 8.0)  # some clips are shorter than the 2 s crop: padding is real
 
 
 def _key_words(pitch_class: str) -> str:

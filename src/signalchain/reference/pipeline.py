@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -30,14 +30,12 @@ from . import prep
 from .codec import Codec, default_codec
 from .config import RefConfig
 from .data import Clip, caption_vocabulary, generate_clip
-from .generate import GenerationResult, SamplingConfig, generate
 from .model import ModelConfig, MusicLM, masked_cross_entropy
+from .output import OutputRoute, Tap, _no_tap
 from .pattern import build_delay_pattern
 from .text import WordTokenizer
 
 __all__ = ["Batch", "ReferencePipeline"]
-
-Tap = Callable[..., Any]
 
 
 @dataclass
@@ -54,11 +52,7 @@ class Batch:
         return len(self.clips)
 
 
-def _no_tap(stage: str, value: Any, /, **meta: Any) -> Any:
-    return value
-
-
-class ReferencePipeline:
+class ReferencePipeline(OutputRoute):
     """Implements the `Pipeline` protocol with every optional capability (DESIGN §3)."""
 
     name = "reference"
@@ -108,8 +102,17 @@ class ReferencePipeline:
                      [dict(c.metadata) for c in clips], seed)
 
     def golden_batch(self, seed: int) -> Batch:
-        """The first `batch_size` clips of collection `seed`: fixed for a seed, different across seeds."""
-        return self.make_batch(range(self.cfg.batch_size), seed=seed, data_seed=seed)
+        """Clips of collection `seed`: fixed for a seed, different across seeds.
+
+        The last clip is always shorter than the crop, so that padding and its mask are exercised.
+        """
+        batch = self.make_batch(range(self.cfg.batch_size - 1), seed=seed, data_seed=seed)
+        short_seconds = 0.6 * self.cfg.segment_seconds + 0.05 * (seed % 5)
+        short = generate_clip(self.cfg.batch_size - 1, seed, self.cfg.source_sample_rate, seconds=short_seconds)
+        batch.clips.append(short.audio)
+        batch.captions.append(short.caption)
+        batch.metadata.append(dict(short.metadata))
+        return batch
 
     def split_indices(self, split: str) -> range:
         n_train, n_valid = self.cfg.train_size, self.cfg.valid_size
@@ -189,14 +192,14 @@ class ReferencePipeline:
     def prepare_audio(self, batch: Batch, tap: Tap) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Stages 1-6: original, caption, metadata, resampled, mono, crop, cropped audio."""
         sr = self.cfg.sample_rate
-        audio, lengths = prep.collate(batch.clips)
+        audio, lengths = prep.collate(self.load_clips(batch))
         tap("audio.original", audio, sample_rate=batch.sample_rate, lengths=lengths,
             channels=[int(c.shape[0]) for c in batch.clips])
         tap("caption", list(batch.captions))
         tap("metadata", list(batch.metadata))
         audio, lengths = self.resample(audio, lengths, batch.sample_rate, sr)
         tap("audio.resampled", audio, sample_rate=sr, lengths=lengths)
-        mono = self.to_mono(audio)
+        mono = self.normalize(self.to_mono(audio), lengths)
         tap("audio.mono", mono, sample_rate=sr, lengths=lengths)
         segment = int(round(self.cfg.segment_seconds * sr))
         bounds = self.choose_crops(lengths, segment, np.random.default_rng([batch.seed, 1]))
@@ -206,6 +209,14 @@ class ReferencePipeline:
         return cropped, valid, bounds
 
     # Replaceable pieces of the data path (the fault catalogue swaps them for buggy versions).
+    def load_clips(self, batch: Batch) -> list[np.ndarray]:
+        """Decode the batch's audio (the clips are already in memory here)."""
+        return list(batch.clips)
+
+    def normalize(self, audio: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """No loudness normalisation in the clean pipeline (MusicGen trains on audio as it is)."""
+        return audio
+
     def resample(self, audio: np.ndarray, lengths: np.ndarray, sr_in: int, sr_out: int) -> tuple[np.ndarray, np.ndarray]:
         return prep.resample(audio, lengths, sr_in, sr_out)
 
@@ -297,31 +308,3 @@ class ReferencePipeline:
     def scaler(self) -> Any:
         """The GradScaler of the most recently built optimizer when the run trains in fp16, else None."""
         return self._last_scaler
-
-    # ---- generation and decoding -----------------------------------------------------------------
-
-    def decode(self, tokens: Any) -> torch.Tensor:
-        codes = tokens.detach().cpu().numpy() if isinstance(tokens, torch.Tensor) else np.asarray(tokens)
-        return torch.from_numpy(self.codec.decode(codes))  # [B, 1, F * hop]
-
-    def sampling_config(self, sampling: dict[str, Any] | SamplingConfig | None, frames: int) -> SamplingConfig:
-        if isinstance(sampling, SamplingConfig):
-            return sampling
-        params = {**self.cfg.sampling, **(sampling or {})}
-        params.setdefault("max_frames", frames)
-        return SamplingConfig(**params)
-
-    def generate(self, model: MusicLM, batch: Batch, sampling: dict[str, Any] | SamplingConfig | None = None,
-                 tap: Tap = _no_tap) -> GenerationResult:
-        """Sample codes for the batch's captions; `sampling` overrides the configured settings."""
-        frames = int(self.cfg.segment_seconds * self.codec.frame_rate)
-        cfg = self.sampling_config(sampling, frames)
-        ids, mask = self.tokenizer.encode(list(batch.captions))
-        was_training = model.training
-        model.eval()
-        with torch.no_grad():
-            cond, cond_mask = model.encode_condition(ids, mask)
-            result = generate(model, cond, cond_mask, cfg)
-        model.train(was_training)
-        tap("generation.tokens", result.codes, cardinality=self.codec.cardinality)
-        return result

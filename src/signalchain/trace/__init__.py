@@ -3,12 +3,13 @@
 from .record import KINDS, StageRecord, make_record
 from .recorder import Recording, record, recording, tap
 from .trace import Trace
-from .vocabulary import STAGES, StageInfo, is_audio_stage, stage_info, stage_rank
+from .vocabulary import STAGES, VIRTUAL_STAGES, StageInfo, is_audio_stage, stage_info, stage_rank
 
 __all__ = [
     "KINDS",
     "STAGES",
     "StageInfo",
+    "VIRTUAL_STAGES",
     "StageRecord",
     "Recording",
     "Trace",

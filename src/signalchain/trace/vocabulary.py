@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["StageInfo", "STAGES", "stage_info", "is_audio_stage", "stage_rank"]
+__all__ = ["StageInfo", "STAGES", "VIRTUAL_STAGES", "stage_info", "is_audio_stage", "stage_rank"]
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,19 @@ STAGES: tuple[StageInfo, ...] = (
     StageInfo("audio.written", "audio", "audio as written to / read back from a file"),
 )
 
-_BY_NAME = {s.name: s for s in STAGES}
+#: Places a problem can show that are not tapped values: findings name them as their stage.
+VIRTUAL_STAGES: tuple[StageInfo, ...] = (
+    StageInfo("loader", "json", "the stream of batches a loader yields"),
+    StageInfo("model", "json", "the model's parameters and buffers"),
+    StageInfo("grad", "json", "gradients after backward"),
+    StageInfo("optimizer", "json", "the optimizer step: groups, learning rate, state, scaler"),
+    StageInfo("generation", "json", "sampling: settings and generated tokens"),
+    StageInfo("split", "json", "dataset splits and what crosses them"),
+    StageInfo("dataset", "json", "dataset files, manifests and sidecars"),
+    StageInfo("runtime", "json", "time: waiting for data, synchronising, stalls"),
+)
+
+_BY_NAME = {s.name: s for s in STAGES + VIRTUAL_STAGES}
 _RANK = {s.name: i for i, s in enumerate(STAGES)}
 
 
