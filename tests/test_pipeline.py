@@ -57,3 +57,19 @@ def test_missing_capability_is_an_info_finding(toy):
     assert f.severity.value == "info" and "has no generate" in f.message and "generate(model" in f.hint
     with pytest.raises(PipelineError):
         validate_pipeline(object())
+
+
+def test_protocol_view_hides_configuration_and_fault_names():
+    from signalchain.pipeline import ProtocolView
+
+    from toy_pipeline import ToyPipeline
+
+    p = ToyPipeline("crop")
+    view = ProtocolView(p)
+    assert view.name == "toy" and view.decode is not None and view.golden_batch(0)["captions"]
+    for hidden in ("config", "change", "with_faults", "fault_catalogue"):
+        with pytest.raises(AttributeError):
+            getattr(view, hidden)
+    assert "config" not in capabilities(view) and "decode" in capabilities(view)
+    with pytest.raises(AttributeError, match="read-only"):
+        view.name = "x"

@@ -22,6 +22,8 @@ __all__ = [
     "StepOutput",
     "REQUIRED",
     "OPTIONAL",
+    "HIDDEN_FROM_DETECTORS",
+    "ProtocolView",
     "capabilities",
     "missing_capability",
     "validate_pipeline",
@@ -45,8 +47,13 @@ OPTIONAL = {
     "scaler": "scaler: the GradScaler the run trains with",
     "train_step": "train_step(model, optimizer, batch, tap) -> StepOutput: one full update as the run does it",
     "config": "config: a JSON-able dict of the pipeline's settings (hashed into provenance)",
+    "render": "render(model, batch, folder, sampling, tap) -> written files: generate, decode, write, read back",
     "with_faults": "with_faults(names) -> the same pipeline with catalogue faults injected",
+    "fault_catalogue": "fault_catalogue() -> [{name, family, cause, expected_ids, expected_stage, symptom}]",
 }
+
+#: What a detector must never see (DESIGN §6): how the pipeline was configured or broken.
+HIDDEN_FROM_DETECTORS = ("config", "with_faults", "fault_catalogue")
 
 
 @dataclass
@@ -77,6 +84,29 @@ class Pipeline(Protocol):
 
     def step(self, model: Any, batch: Any, tap: Callable[..., Any]) -> StepOutput:
         """Data preparation, forward and loss, calling `tap(stage, value, **meta)` at each boundary."""
+
+
+class ProtocolView:
+    """A pipeline reduced to the protocol and its optional capabilities, minus its configuration.
+
+    Experiments and checks are run on this view when faults are scored, so that no detector can
+    read fault names or settings: it sees what a user's pipeline would show, nothing more.
+    """
+
+    def __init__(self, pipeline: Any):
+        object.__setattr__(self, "_pipeline", pipeline)
+
+    def __getattr__(self, name: str) -> Any:
+        allowed = name in REQUIRED or (name in OPTIONAL and name not in HIDDEN_FROM_DETECTORS)
+        if not allowed:
+            raise AttributeError(f"{name!r} is not part of the Pipeline protocol")
+        return getattr(object.__getattribute__(self, "_pipeline"), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("a ProtocolView is read-only")
+
+    def __repr__(self) -> str:
+        return f"ProtocolView({getattr(object.__getattribute__(self, '_pipeline'), 'name', '?')})"
 
 
 def as_step_output(value: Any) -> StepOutput:

@@ -88,6 +88,11 @@ class ReferencePipeline(OutputRoute):
     def with_faults(self, names: Sequence[str]) -> ReferencePipeline:
         return ReferencePipeline(self.cfg, tuple(self.faults) + tuple(names))
 
+    def fault_catalogue(self) -> list[dict[str, Any]]:
+        from .faults import catalogue
+
+        return [f.to_dict() for f in catalogue()]
+
     # ---- data -----------------------------------------------------------------------------------
 
     def clip(self, index: int, seed: int = 0) -> Clip:

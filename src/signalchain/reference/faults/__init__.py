@@ -1,0 +1,10 @@
+"""The fault catalogue: every failure cause the method lists, injected the way the real bug arises.
+
+One module per family registers its faults with `@fault(...)`. Importing this package imports them
+all. Detectors never see any of this (DESIGN §6): they see only what the pipeline shows.
+"""
+
+from . import flat_loss, silence  # noqa: F401  (registration)
+from ._registry import CATALOGUE, FAMILIES, Fault, apply_faults, catalogue, fault, get_fault
+
+__all__ = ["CATALOGUE", "FAMILIES", "Fault", "apply_faults", "catalogue", "fault", "get_fault"]
