@@ -61,7 +61,6 @@ def test_missing_capability_is_an_info_finding(toy):
 
 def test_protocol_view_hides_configuration_and_fault_names():
     from signalchain.pipeline import ProtocolView
-
     from toy_pipeline import ToyPipeline
 
     p = ToyPipeline("crop")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import click
 
 from .._version import __version__
+from .doctor_cmd import doctor
+from .faults_cmd import faults
 from .golden_cmds import capture, compare, inspect
 
 __all__ = ["main", "cli"]
@@ -19,6 +21,8 @@ def cli() -> None:
 cli.add_command(capture)
 cli.add_command(compare)
 cli.add_command(inspect)
+cli.add_command(doctor)
+cli.add_command(faults)
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -66,6 +67,7 @@ class ReferencePipeline(OutputRoute):
         self._scalers: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self._clip_cache: dict[tuple[int, int], Clip] = {}
         self._last_scaler: Any = None
+        self._token_cache: dict[str, np.ndarray] = {}
         if self.faults:
             from .faults import apply_faults
 
@@ -235,7 +237,15 @@ class ReferencePipeline(OutputRoute):
         return prep.apply_crops(audio, bounds, lengths)
 
     def encode_tokens(self, cropped: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(self.codec.encode(cropped))  # [B, K, F] int64
+        """Codec tokens [B, K, F] int64, memoised by the exact bytes of the audio (never stale)."""
+        key = hashlib.sha1(np.ascontiguousarray(cropped).tobytes()).hexdigest()
+        codes = self._token_cache.get(key)
+        if codes is None:
+            codes = self.codec.encode(cropped)
+            if len(self._token_cache) >= 64:
+                self._token_cache.pop(next(iter(self._token_cache)))
+            self._token_cache[key] = codes
+        return torch.from_numpy(codes.copy())
 
     def padding_mask(self, valid: np.ndarray, frames: int) -> torch.Tensor:
         return torch.from_numpy(prep.padding_mask(valid, self.codec.hop, frames))  # [B, F]

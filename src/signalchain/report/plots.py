@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy import signal  # noqa: E402
 
-__all__ = ["audio_figure", "codes_figure", "mask_figure", "histogram_figure", "line_figure"]
+__all__ = ["audio_figure", "codes_figure", "mask_figure", "histogram_figure", "line_figure", "bar_figure"]
 
 _DPI = 80
 
@@ -97,9 +97,11 @@ def histogram_figure(values: np.ndarray, title: str = "") -> bytes:
 
 def line_figure(series: Mapping[str, tuple[Sequence[float], Sequence[float]]], title: str = "",
                 xlabel: str = "", ylabel: str = "", logx: bool = False, logy: bool = False,
-                vlines: Mapping[str, float] | None = None) -> bytes:
+                vlines: Mapping[str, float] | None = None, ylim: tuple[float, float] | None = None) -> bytes:
     """Several named curves on one axis (loss curves, LR sweeps, gradient norms)."""
     fig, ax = plt.subplots(figsize=(7, 3))
+    if ylim is not None:
+        ax.set_ylim(*ylim)
     for name, (x, y) in series.items():
         ax.plot(np.asarray(x, dtype=float), np.asarray(y, dtype=float), lw=1.2, label=name)
     for name, x in (vlines or {}).items():
@@ -116,4 +118,23 @@ def line_figure(series: Mapping[str, tuple[Sequence[float], Sequence[float]]], t
     if len(series) > 1:
         ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def bar_figure(values: Mapping[str, float], title: str = "", xlabel: str = "", logx: bool = True,
+               limit: int = 30) -> bytes:
+    """Horizontal bars, largest first (per-layer update ratios, gradient norms)."""
+    items = sorted(values.items(), key=lambda kv: -abs(kv[1]))[:limit]
+    fig, ax = plt.subplots(figsize=(7, 0.6 + 0.22 * max(len(items), 1)))
+    names = [k for k, _ in items][::-1]
+    vals = [max(float(v), 1e-30) if logx else float(v) for _, v in items][::-1]
+    ax.barh(range(len(vals)), vals, color="#4c72b0")
+    ax.set_yticks(range(len(vals)))
+    ax.set_yticklabels(names, fontsize=7)
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    if title:
+        ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3, axis="x")
     return _png(fig)

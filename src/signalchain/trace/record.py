@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .._tensor import device_name, dtype_name, is_array, to_numpy
+from .._tensor import device_name, dtype_name, is_array, is_torch_tensor, to_numpy
 from ..findings import jsonable
 from ..stats import (
     audio_summary,
@@ -97,6 +97,9 @@ def make_record(name: str, order: int, value: Any, meta: dict[str, Any], keep_va
     if kind == "scalar":
         dtype, device = dtype_name(value), device_name(value)
         v = float(to_numpy(value).item()) if is_array(value) else float(value)
+        if is_torch_tensor(value):
+            meta["requires_grad"] = bool(value.requires_grad)
+            meta["grad_fn"] = type(value.grad_fn).__name__ if value.grad_fn is not None else None
         return StageRecord(name, order, kind, dtype, [], device, scalar_summary(v), meta,
                            v if keep_value else None)
     if kind in ("tensor", "audio"):
@@ -111,6 +114,12 @@ def make_record(name: str, order: int, value: Any, meta: dict[str, Any], keep_va
         if kind == "audio":
             summary["audio"] = audio_summary(arr, meta.get("sample_rate"), meta.get("lengths"))
         kept = np.array(arr, copy=True) if keep_value else None
+        if is_torch_tensor(value):
+            # Whether the value is still attached to the autograd graph: where a gradient path is
+            # cut (a detach, an integer cast, a no_grad block) shows up as the first model stage
+            # that stopped requiring grad.
+            meta["requires_grad"] = bool(value.requires_grad)
+            meta["grad_fn"] = type(value.grad_fn).__name__ if value.grad_fn is not None else None
         return StageRecord(name, order, kind, dtype, list(arr.shape), device, summary, meta, kept)
     data = jsonable(value)
     return StageRecord(name, order, "json", type(value).__name__, [len(data)] if isinstance(data, list) else [],

@@ -1,0 +1,143 @@
+"""Judge gradient reach and parameter updates: is the optimisation path connected?"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..findings import Finding
+from .base import make
+from .results import GradientReport, GraphBreak, ParamGrad, UpdateReport
+
+__all__ = ["judge_gradients", "judge_update"]
+
+CHECK = "checks.gradients"
+
+
+def _modules(params: list[ParamGrad], limit: int = 6) -> list[str]:
+    """The modules these parameters belong to, largest first."""
+    size: dict[str, int] = defaultdict(int)
+    for q in params:
+        size[q.module or "<root>"] += q.numel
+    return [m for m, _ in sorted(size.items(), key=lambda kv: -kv[1])][:limit]
+
+
+def _break_finding(brk: GraphBreak, lost: list[ParamGrad], fallback_stage: str) -> Finding:
+    fid = "dtype.path_broken" if brk.kind in ("integer cast", "numpy round trip", "leaves torch") else "grad.detached"
+    n = sum(q.numel for q in lost)
+    what = {"detach": f"`.{brk.op}()` detaches it", "no_grad": f"`{brk.op}` runs under torch.no_grad()",
+            "integer cast": f"`.{brk.op}()` casts it to an integer dtype", "numpy round trip": "it goes through numpy and back",
+            "leaves torch": f"`.{brk.op}()` takes it out of torch"}[brk.kind]
+    return make(fid, "error", brk.stage or fallback_stage,
+                f"the gradient path is cut at {brk.location}: {what}; {len(lost)} parameters ({n:,} values) in "
+                f"{', '.join(_modules(lost))} get no gradient", CHECK,
+                hint=f"remove the {brk.kind} at {brk.location} (keep the tensor in the graph, or compute the "
+                     "non-differentiable part from a detached copy only where it is not trained)",
+                op=brk.op, kind=brk.kind, location=brk.location, parameters=[q.name for q in lost][:20], values=n)
+
+
+def judge_gradients(r: GradientReport, prior: list[Finding] | None = None) -> list[Finding]:
+    """`prior`: findings already made; an empty loss mask explains zero gradients downstream."""
+    empty_mask = any(f.id == "mask.empty" and f.severity.value == "error" for f in prior or [])
+    out: list[Finding] = []
+    trainable = [q for q in r.params if q.requires_grad]
+    frozen = [q for q in r.params if not q.requires_grad]
+    total = sum(q.numel for q in r.params) or 1
+    if not trainable:
+        return [make("optim.param_frozen", "error", "model", f"all {len(r.params)} parameters have requires_grad=False",
+                     CHECK, hint="nothing can learn: find where requires_grad_(False) or a freeze helper is applied",
+                     parameters=len(r.params))]
+    frozen_share = sum(q.numel for q in frozen) / total
+    if frozen:
+        sev = "warning" if frozen_share > 0.5 else "info"
+        out.append(make("optim.param_frozen", sev, "model",
+                        f"{100 * frozen_share:.0f}% of parameter values are frozen ({len(frozen)} tensors in "
+                        f"{', '.join(_modules(frozen))})", CHECK,
+                        hint="intended for a frozen text encoder; otherwise remove the requires_grad_(False)",
+                        share=frozen_share, modules=_modules(frozen, 20)))
+    missing_opt = [q for q in trainable if not q.in_optimizer]
+    if missing_opt:
+        out.append(make("optim.param_not_in_optimizer", "error", "optimizer",
+                        f"{len(missing_opt)} trainable parameters ({sum(q.numel for q in missing_opt):,} values) in "
+                        f"{', '.join(_modules(missing_opt))} are in no optimizer group", CHECK,
+                        hint="build the optimizer from model.parameters() after the model is final (moved, replaced, "
+                             "wrapped); check every parameter group", parameters=[q.name for q in missing_opt][:20]))
+    if not r.loss_requires_grad:
+        if r.loss_is_tensor and r.stage_requires_grad.get("loss") and r.breaks == []:
+            return out + [make("loss.independent_of_output", "error", "loss",
+                               "the loss requires grad but has no autograd history: it was made a leaf by hand "
+                               "(requires_grad_()) instead of being computed from the model's outputs", CHECK,
+                               hint="a requires_grad_() or torch.tensor(loss_value, requires_grad=True) hides that the "
+                                    "loss is not computed from the logits; find which tensor the loss is built from")]
+        # The first model stage that lost its graph is where the cut shows; a logged break names the op.
+        graph = [n for n, g in r.stage_requires_grad.items() if g]
+        lost = next((n for n in ("condition.embedding", "logits", "loss") if r.stage_requires_grad.get(n) is False), "loss")
+        brk = next((b for b in r.breaks if b.stage == lost), r.breaks[0] if r.breaks else None)
+        if brk is not None:
+            return out + [_break_finding(brk, trainable, lost)]
+        fid = "grad.detached" if lost != "loss" or graph else "loss.independent_of_output"
+        return out + [make(fid, "error", lost,
+                           f"the loss has no autograd graph ({'not a tensor' if not r.loss_is_tensor else 'requires_grad is False'}); "
+                           f"the first model stage without a graph is {lost!r}", CHECK,
+                           hint="the loss must be computed from the model's outputs inside the graph; look for "
+                                "detach(), .item(), torch.no_grad() or a loss rebuilt from plain numbers",
+                           stage_requires_grad=r.stage_requires_grad)]
+    if r.loss_depends_on_logits is False and empty_mask:
+        pass  # an empty loss mask zeroes every gradient; mask.empty already says so
+    elif r.loss_depends_on_logits is False:
+        out.append(make("loss.independent_of_output", "error", "loss",
+                        "the loss has a graph but its gradient with respect to the logits is zero or absent: the "
+                        "model's output does not influence the loss", CHECK,
+                        hint="check which tensor goes into the loss (targets twice, a one-hot, a detached copy, a "
+                             "requires_grad_() added to silence an error)"))
+    missing = [q for q in trainable if q.grad == "none"]
+    if missing:
+        unused = [q for q in missing if not q.used]
+        cut = [q for q in missing if q.used]
+        if cut:
+            last = max(q.last_forward for q in cut)
+            after = [b for b in r.breaks if b.order > last] or r.breaks
+            if after:
+                out.append(_break_finding(after[0], cut, "grad"))
+            else:
+                out.append(make("grad.missing", "error", "grad",
+                                f"{len(cut)} parameters in {', '.join(_modules(cut))} run in the forward pass but receive "
+                                "no gradient", CHECK, hint="their output does not reach the loss; follow it forward",
+                                parameters=[q.name for q in cut][:20]))
+        if unused:
+            out.append(make("grad.missing", "warning", "grad",
+                            f"{len(unused)} trainable parameters in {', '.join(_modules(unused))} are never used in the "
+                            "forward pass", CHECK, hint="dead modules: remove them, or wire them in if they should work",
+                            parameters=[q.name for q in unused][:20]))
+    zero = [q for q in trainable if q.grad == "zero"]
+    if zero and not empty_mask:
+        share = sum(q.numel for q in zero) / max(sum(q.numel for q in trainable), 1)
+        out.append(make("grad.zero", "error" if share > 0.5 else "warning", "grad",
+                        f"{len(zero)} parameters ({100 * share:.1f}% of trainable values) in {', '.join(_modules(zero))} "
+                        "get a gradient that is exactly zero", CHECK,
+                        hint="a multiplication by zero, a rounding op, or a saturated activation stops the signal",
+                        parameters=[q.name for q in zero][:20], share=share))
+    return out
+
+
+def judge_update(u: UpdateReport, trainable: set[str] | None = None) -> list[Finding]:
+    """After a few updates every trainable parameter that had a gradient should have moved."""
+    moved = {n: c for n, c in u.changed.items() if c > 0}
+    names = trainable if trainable is not None else set(u.changed)
+    considered = [n for n in names if n in u.changed]
+    if not considered:
+        return []
+    if not moved:
+        grads = sum(u.had_grad.values())
+        return [make("optim.step_skipped", "error", "optimizer",
+                     f"no parameter changed after {u.steps} updates ({grads} of {len(u.had_grad)} had a gradient)", CHECK,
+                     hint="optimizer.step() is never reached or has no effect: look for a skipped step (gradient "
+                          "accumulation, a scaler that sees inf every step, zero_grad before step, lr 0)",
+                     steps=u.steps, params_with_grad=grads, scales=u.scaler_scales)]
+    stuck = [n for n in considered if u.changed.get(n, 0) == 0 and u.had_grad.get(n, False)]
+    out: list[Finding] = []
+    if stuck:
+        out.append(make("optim.step_skipped", "warning", "optimizer",
+                        f"{len(stuck)} parameters had gradients but did not move in {u.steps} updates", CHECK,
+                        hint="their group's learning rate is 0, or they are missing from the optimizer",
+                        parameters=stuck[:20]))
+    return out

@@ -1,0 +1,81 @@
+"""Plain records of what optimisation experiments measured. Experiments fill them; checks judge them.
+
+They live with the checks (layer 3, judge side) so that checks never import experiments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ParamGrad", "GraphBreak", "GradientReport", "UpdateReport", "CurveReport", "SweepReport"]
+
+
+@dataclass
+class ParamGrad:
+    name: str
+    module: str
+    numel: int
+    requires_grad: bool
+    in_optimizer: bool
+    used: bool  # its module ran in the forward pass
+    grad: str  # "ok", "none" (never received one) or "zero" (all exactly zero)
+    grad_norm: float = 0.0
+    last_forward: int = -1  # event counter when its module last finished a forward
+
+
+@dataclass
+class GraphBreak:
+    """An op that took a value requiring grad out of the autograd graph."""
+
+    op: str
+    kind: str  # "detach", "no_grad", "integer cast", "numpy round trip", "leaves torch"
+    stage: str | None  # the next stage tapped after it
+    location: str  # user code file:line
+    order: int  # event counter
+
+
+@dataclass
+class GradientReport:
+    loss_is_tensor: bool
+    loss_requires_grad: bool
+    loss_depends_on_logits: bool | None
+    params: list[ParamGrad]
+    breaks: list[GraphBreak]
+    stage_requires_grad: dict[str, bool]
+    stages: list[str]
+
+
+@dataclass
+class UpdateReport:
+    steps: int
+    changed: dict[str, float]  # parameter -> relative change |Δθ| / |θ| after `steps` updates
+    had_grad: dict[str, bool]
+    configured_lr: list[float]
+    effective_lr: list[float]
+    scaler_scales: list[float] = field(default_factory=list)
+    layer_ratio: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class CurveReport:
+    """A short training run on the golden batch (the overfit test)."""
+
+    losses: list[float]
+    grad_norms: list[float]
+    steps: int
+    unigram_entropy: float | None = None
+    regularisation: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass
+class SweepReport:
+    lrs: list[float]
+    losses: list[list[float]]  # per lr: loss after each step
+    initial: float
+    configured: float
+    probe_lr: float | None = None
+    probe_losses: list[float] = field(default_factory=list)
+    probe_grad_norms: list[float] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)

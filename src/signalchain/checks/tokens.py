@@ -1,0 +1,88 @@
+"""Checks on the crop and the codec tokens of one recorded step."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..findings import Finding
+from ..trace import Trace
+from ._util import as_bool_mask, value
+from .base import make
+
+__all__ = ["check_crop", "check_tokens", "TOKEN_CHECKS"]
+
+CHECK = "checks.tokens"
+SILENCE_DOMINANT = 0.5  # share of valid frames that are one and the same code pattern
+
+
+def check_crop(trace: Trace) -> list[Finding]:
+    """Crops must lie inside the clip, and inside its real (unpadded) part when the clip allows it."""
+    crop = value(trace, "crop")
+    rec = trace.get("crop")
+    if crop is None or rec is None or crop.ndim != 2 or crop.shape[1] < 2:
+        return []
+    lengths = rec.meta.get("lengths")
+    source = next((trace[n] for n in ("audio.mono", "audio.resampled") if n in trace), None)
+    total = int(source.shape[-1]) if source is not None and source.shape else None
+    start, end = crop[:, 0].astype(np.int64), crop[:, 1].astype(np.int64)
+    out: list[Finding] = []
+    outside = (start < 0) | (end <= start) | ((end > total) if total is not None else False)
+    if np.any(outside) and total is not None and np.any((start < 0) | (end <= start)):
+        idx = [int(i) for i in np.flatnonzero(outside)]
+        out.append(make("crop.out_of_bounds", "error", "crop",
+                        f"crop bounds of examples {idx} are invalid (start {start[idx].tolist()}, end {end[idx].tolist()}, "
+                        f"audio length {total})", CHECK, hint="clamp crops to [0, length - segment]", examples=idx))
+    if lengths is None:
+        return out
+    lengths = np.asarray(lengths, dtype=np.int64)
+    segment = end - start
+    real = np.clip(np.minimum(end, lengths) - start, 0, None)
+    could = np.minimum(segment, lengths)  # the most real audio a window of this size can hold
+    share = np.where(could > 0, real / np.maximum(could, 1), 1.0)
+    bad = np.flatnonzero(share < 0.5)
+    if bad.size:
+        idx = [int(i) for i in bad]
+        out.append(make("crop.in_padding", "error", "crop",
+                        f"crops of examples {idx} hold {[round(float(s) * 100) for s in share[bad]]}% of the real audio "
+                        f"they could (start {start[bad].tolist()} vs clip lengths {lengths[bad].tolist()})", CHECK,
+                        hint="choose the crop start from each clip's own valid length, not the padded batch length",
+                        examples=idx, starts=start[bad].tolist(), lengths=lengths[bad].tolist(),
+                        real_share=share[bad].tolist()))
+    return out
+
+
+def check_tokens(trace: Trace) -> list[Finding]:
+    """Tokens must be valid ids, and not mostly one code pattern (the codec's picture of silence)."""
+    tokens = value(trace, "tokens")
+    rec = trace.get("tokens")
+    if tokens is None or rec is None or tokens.ndim != 3:
+        return []
+    out: list[Finding] = []
+    card = rec.meta.get("cardinality")
+    if card is not None:
+        bad = (tokens < 0) | (tokens >= int(card))
+        if bad.any():
+            out.append(make("tokens.out_of_range", "error", "tokens",
+                            f"{int(bad.sum())} tokens lie outside [0, {card}) (min {int(tokens.min())}, max {int(tokens.max())})",
+                            CHECK, hint="a pad/special id or a codec with another cardinality produced these codes",
+                            count=int(bad.sum()), cardinality=int(card)))
+    padding = value(trace, "mask.padding")
+    valid = as_bool_mask(padding, tokens.shape)[:, 0, :]  # [B, T]
+    frames = tokens.transpose(0, 2, 1)[valid]  # [N, K]: one code pattern per valid frame
+    if frames.size == 0:
+        return out
+    patterns, counts = np.unique(frames, axis=0, return_counts=True)
+    top = int(np.argmax(counts))
+    share = float(counts[top] / counts.sum())
+    if share > SILENCE_DOMINANT:
+        per_example = [float((tokens[b].T[valid[b]] == patterns[top]).all(axis=1).mean()) if valid[b].any() else 0.0
+                       for b in range(tokens.shape[0])]
+        out.append(make("tokens.silence_dominant", "error" if share > 0.9 else "warning", "tokens",
+                        f"{100 * share:.0f}% of valid frames are the same code pattern {patterns[top].tolist()}",
+                        CHECK, hint="the codec saw silence (or near-silence): listen to the audio that was encoded and "
+                                    "check its level and crop", pattern=patterns[top].tolist(), share=share,
+                        per_example=per_example))
+    return out
+
+
+TOKEN_CHECKS = (check_crop, check_tokens)

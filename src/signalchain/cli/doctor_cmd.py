@@ -1,0 +1,51 @@
+"""`signalchain doctor`: run the diagnosis families on a pipeline and report what is wrong where."""
+
+from __future__ import annotations
+
+import click
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from ..experiments.context import BUDGETS
+from ..experiments.doctor import SYMPTOMS, run_doctor, select_families
+from ..findings import exit_code
+from ..pipeline import ProtocolView
+from ..report import console, print_findings, render_doctor, write_json
+from ._common import common_options, guarded, resolve_pipeline
+from .golden_cmds import fault_option
+
+__all__ = ["doctor"]
+
+
+@click.command()
+@click.argument("pipeline", required=False)
+@click.option("--family", "families", multiple=True, metavar="F", help="Run this family (repeatable); default: all.")
+@click.option("--symptom", type=click.Choice(list(SYMPTOMS)), default=None,
+              help="What you observe; selects the families worth running.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--budget", type=click.Choice(list(BUDGETS)), default="business", show_default=True,
+              help="How many steps the experiments may take.")
+@fault_option
+@common_options()
+@guarded
+def doctor(pipeline: str | None, families: tuple[str, ...], symptom: str | None, seed: int, budget: str,
+           faults: tuple[str, ...], json_path: str | None, html_path: str | None, debug: bool) -> int:
+    """Diagnose PIPELINE (default: the reference pipeline): data path, optimisation, and more."""
+    con = console()
+    select_families(families, symptom)  # fail fast on a bad name
+    pipe, spec = resolve_pipeline(pipeline, faults)
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console(stderr=True),
+                  transient=True) as bar:
+        task = bar.add_task("doctor: starting", total=None)
+        result = run_doctor(ProtocolView(pipe), families, symptom, seed=seed, budget=budget,
+                            progress=lambda what: bar.update(task, description=f"doctor: {what}"))
+    print_findings(result.findings, con, title=f"doctor · {pipe.name} · {', '.join(result.families)}")
+    con.print(f"families run: {', '.join(result.families)} in {result.seconds:.1f} s"
+              + (f"; not available yet: {', '.join(result.unavailable)}" if result.unavailable else ""))
+    if json_path:
+        write_json(json_path, result.findings, pipeline=spec, families=result.families, unavailable=result.unavailable,
+                   seconds=round(result.seconds, 2), timings=result.timings, metrics=result.metrics)
+    if html_path:
+        render_doctor(result.findings, result.metrics, result.families, result.unavailable, result.timings,
+                      pipe.name).write(html_path)
+        con.print(f"report: {html_path}")
+    return exit_code(result.findings)

@@ -1,0 +1,93 @@
+"""`signalchain faults`: score the fault catalogue (detected, localised) and the clean control."""
+
+from __future__ import annotations
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .._atomic import write_text_atomic
+from ..errors import UsageError
+from ..experiments.context import BUDGETS
+from ..experiments.scoring import FaultRow, score_catalogue
+from ..pipeline import capabilities
+from ..report import console, render_faults
+from ..report.jsonout import report_dict
+from ._common import DEFAULT_PIPELINE, common_options, guarded, resolve_pipeline
+
+__all__ = ["faults"]
+
+
+def _rows_table(rows: list[dict], with_results: bool) -> Table:
+    t = Table(title="fault catalogue" + (" · score" if with_results else ""))
+    for col in ("fault", "family", "expected id @ stage") + (("found", "detected", "localised") if with_results else ("cause",)):
+        t.add_column(col, overflow="fold")
+    mark = {True: "[green]yes[/green]", False: "[red]no[/red]"}
+    for r in rows:
+        expected = f"{', '.join(r['expected_ids'])} @ {r['expected_stage']}"
+        if with_results:
+            t.add_row(r["name"], r["family"], expected, ", ".join(r["found_ids"]) or "—", mark[r["detected"]], mark[r["localised"]])
+        else:
+            t.add_row(r["name"], r["family"], expected, r["cause"])
+    return t
+
+
+@click.command()
+@click.argument("pipeline", required=False)
+@click.option("--family", "families", multiple=True, metavar="F", help="Only faults of this family (repeatable).")
+@click.option("--fault", "names", multiple=True, metavar="NAME", help="Only this fault (repeatable).")
+@click.option("--list", "list_only", is_flag=True, help="Print the catalogue without running it.")
+@click.option("--workers", type=int, default=None, help="Parallel processes (default: CPU count).")
+@click.option("--seeds", default="0,1,2,3,4", show_default=True, help="Seeds of the clean control.")
+@click.option("--budget", type=click.Choice(list(BUDGETS)), default="business", show_default=True)
+@click.option("--all-families", is_flag=True, help="Examine each fault with every family, not only its symptom's.")
+@common_options()
+@guarded
+def faults(pipeline: str | None, families: tuple[str, ...], names: tuple[str, ...], list_only: bool,
+           workers: int | None, seeds: str, budget: str, all_families: bool, json_path: str | None,
+           html_path: str | None, debug: bool) -> int:
+    """Run the fault catalogue of PIPELINE (default: the reference) through every family of checks."""
+    con = console()
+    pipe, spec = resolve_pipeline(pipeline)
+    if "fault_catalogue" not in capabilities(pipe):
+        raise UsageError(f"{spec or DEFAULT_PIPELINE!r} has no fault_catalogue(); only pipelines with a catalogue can be scored")
+    catalogue = pipe.fault_catalogue()
+    known = {f["name"] for f in catalogue}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UsageError(f"unknown fault {unknown[0]!r}; `signalchain faults --list` lists the {len(known)} faults")
+    chosen = [f for f in catalogue if (not families or f["family"] in families) and (not names or f["name"] in names)]
+    if families and not chosen:
+        raise UsageError(f"no fault in families {list(families)}; families: {sorted({f['family'] for f in catalogue})}")
+    if list_only:
+        rows = [FaultRow(name=f["name"], family=f["family"], cause=f["cause"], expected_ids=list(f["expected_ids"]),
+                         expected_stage=f["expected_stage"], symptom=f.get("symptom")).to_dict(results=False) for f in chosen]
+        con.print(_rows_table(rows, with_results=False))
+        if json_path:
+            write_text_atomic(json_path, __import__("json").dumps(report_dict([], faults=rows), indent=2) + "\n")
+        return 0
+    try:
+        control_seeds = [int(s) for s in seeds.split(",") if s.strip()]
+    except ValueError:
+        raise UsageError(f"--seeds {seeds!r} is not a comma-separated list of integers") from None
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console(stderr=True)) as bar:
+        task = bar.add_task("faults", total=len(chosen) + len(control_seeds))
+        score = score_catalogue(spec, chosen, control_seeds, workers, budget, by_symptom=not all_families,
+                                progress=lambda what: bar.update(task, advance=1, description=what[:60]))
+    result = score.to_dict()
+    con.print(_rows_table(result["faults"], with_results=True))
+    s = result["summary"]
+    con.print(f"detected {s['detected']}/{s['faults']} · localised {s['localised']}/{s['faults']} · "
+              f"clean control over seeds {control_seeds}: {result['control']['errors']} error findings · {s['seconds']} s")
+    for f in result["control"]["findings"]:
+        con.print(f"  control seed {f['seed']}: [{'red' if f['severity'] == 'error' else 'yellow'}]{f['severity']}[/] {f['id']} @ {f['stage']}: {f['message']}")
+    if json_path:
+        import json
+
+        payload = report_dict([], **result)
+        write_text_atomic(json_path, json.dumps(payload, indent=2, allow_nan=False) + "\n")
+    if html_path:
+        render_faults(result).write(html_path)
+        con.print(f"report: {html_path}")
+    return 1 if result["control"]["errors"] else 0

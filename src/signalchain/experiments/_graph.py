@@ -1,0 +1,110 @@
+"""Watch a forward pass for the ops that take a value out of the autograd graph, and where.
+
+A `TorchFunctionMode` sees every torch call. When an input requires grad and the result does not
+(a `.detach()`, an integer cast, an op run under `no_grad`, a trip through numpy), the call is a
+*graph break*; it is logged with the user's file and line and the next stage tapped after it.
+Module forward hooks share the same event counter, so a break can be placed after the last module
+whose parameters lost their gradient.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from ..checks.results import GraphBreak
+
+__all__ = ["GraphWatch"]
+
+_INT_CASTS = {"long", "int", "short", "char", "byte", "bool"}
+_LEAVE = {"numpy", "item", "tolist", "__array__"}
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # signalchain/
+_USER_INSIDE_OWN = (os.path.join(_OWN_DIR, "reference"),)
+
+
+def _user_location() -> str:
+    """file:line of the innermost frame that is user code (not torch, not signalchain's machinery)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        path = os.path.abspath(frame.f_code.co_filename)
+        ours = path.startswith(_OWN_DIR) and not path.startswith(_USER_INSIDE_OWN)
+        if not path.startswith(_TORCH_DIR) and not ours and "<frozen" not in path:
+            return f"{path}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "?"
+
+
+def _tensors(obj: Any) -> list[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        return [t for o in obj for t in _tensors(o)]
+    if isinstance(obj, dict):
+        return [t for o in obj.values() for t in _tensors(o)]
+    return []
+
+
+class GraphWatch(TorchFunctionMode):
+    """Use as a context manager around a forward pass; read `breaks` afterwards."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counter = 0
+        self.stage_index = 0
+        self.stage_names: list[str] = []
+        self.breaks: list[GraphBreak] = []
+        self._pending: list[tuple[int, GraphBreak]] = []  # breaks waiting for their next tap
+        self._detached: dict[int, GraphBreak] = {}
+        self.paused = False  # set while signalchain's own tap copies values out of the graph
+
+    def tick(self) -> int:
+        self.counter += 1
+        return self.counter
+
+    def on_tap(self, stage: str) -> None:
+        """Called by the tap wrapper: breaks logged since the last tap are placed at this stage."""
+        self.stage_names.append(stage)
+        for _, brk in self._pending:
+            if brk.stage is None:
+                brk.stage = stage
+        self._pending.clear()
+
+    def _log(self, op: str, kind: str, out: Any) -> None:
+        brk = GraphBreak(op=op, kind=kind, stage=None, location=_user_location(), order=self.tick())
+        self.breaks.append(brk)
+        self._pending.append((brk.order, brk))
+        if isinstance(out, torch.Tensor):
+            self._detached[id(out)] = brk
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if self.paused:
+            return out
+        name = getattr(func, "__name__", "")
+        if name == "__get__":
+            name = getattr(getattr(func, "__self__", None), "__name__", "data")
+        ins = _tensors(args) + _tensors(kwargs)
+        if name == "numpy" and ins and id(ins[0]) in self._detached:
+            self._detached[id(ins[0])].kind = "numpy round trip"
+            return out
+        needs = [t for t in ins if t.requires_grad]
+        if not needs:
+            return out
+        outs = _tensors(out)
+        if name in ("detach", "detach_", "data"):
+            self._log(name, "detach", out)
+        elif name in _LEAVE:
+            self._log(name, "leaves torch", out)
+        elif outs and all(not o.requires_grad for o in outs):
+            if any(not (o.is_floating_point() or o.is_complex()) for o in outs):
+                if name in _INT_CASTS or name in ("to", "type", "round"):
+                    self._log(name, "integer cast", out)
+            elif not torch.is_grad_enabled():
+                self._log(name, "no_grad", out)
+        return out

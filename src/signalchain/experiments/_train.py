@@ -1,0 +1,72 @@
+"""One update of a model the way the pipeline's own training loop does it, and regularisation off."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+import torch
+
+from ..pipeline import StepOutput, as_step_output, capabilities
+
+__all__ = ["update_step", "regularisation_off", "configured_lrs", "no_tap", "total_grad_norm"]
+
+
+def no_tap(stage: str, value: Any, /, **meta: Any) -> Any:
+    return value
+
+
+def update_step(pipeline: Any, model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Any,
+                tap: Any = no_tap) -> StepOutput:
+    """`train_step` when the pipeline has one (its own backward, clipping, scaler and schedule);
+    else forward, backward (scaled when the pipeline names a scaler), step and zero_grad."""
+    if "train_step" in capabilities(pipeline):
+        return as_step_output(pipeline.train_step(model, optimizer, batch, tap))
+    model.train()
+    dtype = getattr(pipeline, "amp_dtype", None)
+    ctx = torch.autocast("cuda" if next(model.parameters()).is_cuda else "cpu", dtype=dtype) if dtype else contextlib.nullcontext()
+    with ctx:
+        out = as_step_output(pipeline.step(model, batch, tap))
+    scaler = getattr(pipeline, "scaler", None)
+    (scaler.scale(out.loss) if scaler is not None else out.loss).backward()
+    if scaler is not None:
+        scaler.unscale_(optimizer)
+    tap("grad.norm", total_grad_norm(model))
+    if scaler is not None:
+        scaler.step(optimizer)
+        scaler.update()
+        tap("amp.scale", scaler.get_scale())
+    else:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return out
+
+
+def total_grad_norm(model: torch.nn.Module) -> float:
+    """The 2-norm of all gradients together (inf/nan when any is not finite)."""
+    norms = [q.grad.detach().float().norm() for q in model.parameters() if q.grad is not None]
+    return float(torch.stack(norms).norm()) if norms else 0.0
+
+
+def regularisation_off(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
+    """Dropout to 0 and weight decay to 0, so an overfit test measures the optimisation path only."""
+    n_dropout = 0
+    for m in model.modules():
+        if isinstance(m, torch.nn.modules.dropout._DropoutNd) and m.p > 0:
+            m.p = 0.0
+            n_dropout += 1
+        for attr in ("dropout", "dropout_p"):
+            if isinstance(getattr(m, attr, None), float) and getattr(m, attr) > 0:
+                setattr(m, attr, 0.0)
+                n_dropout += 1
+    n_decay = 0
+    for group in optimizer.param_groups:
+        if group.get("weight_decay", 0):
+            group["weight_decay"] = 0.0
+            n_decay += 1
+    return {"dropout_modules": n_dropout, "decay_groups": n_decay}
+
+
+def configured_lrs(optimizer: torch.optim.Optimizer) -> list[float]:
+    """The learning rate each group is configured with (before a scheduler's warm-up factor)."""
+    return [float(g.get("initial_lr", g["lr"])) for g in optimizer.param_groups]

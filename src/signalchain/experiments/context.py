@@ -1,0 +1,90 @@
+"""What every experiment of one doctor run shares: the pipeline, the seed, the budget, the results.
+
+Experiments put their measurements in `metrics` (for the report's pictures) and read each other's
+findings through `findings`, so a later judge (the overfit verdict) can name which connection broke.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..findings import Finding
+from ._seed import seed_everything
+from .capture import GoldenRun, run_golden
+
+__all__ = ["Budget", "BUDGETS", "Context"]
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much work each experiment may do (Cockpit-style named presets)."""
+
+    overfit_steps: int = 60
+    sweep_lrs: int = 10
+    sweep_steps: int = 4
+    probe_steps: int = 8
+    update_steps: int = 3
+    loader_batches: int = 4
+
+
+BUDGETS = {
+    "economy": Budget(overfit_steps=30, sweep_lrs=7, sweep_steps=3, probe_steps=5, loader_batches=3),
+    "business": Budget(),
+    "full": Budget(overfit_steps=150, sweep_lrs=16, sweep_steps=6, probe_steps=16, update_steps=5, loader_batches=8),
+}
+
+
+@dataclass
+class Context:
+    pipeline: Any
+    seed: int = 0
+    budget: Budget = field(default_factory=Budget)
+    progress: Callable[[str], None] | None = None
+    findings: list[Finding] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    _golden: GoldenRun | None = None
+    _batch: Any = None
+
+    def say(self, what: str) -> None:
+        if self.progress is not None:
+            self.progress(what)
+
+    def golden(self) -> GoldenRun:
+        """One recorded step of a freshly built model on the golden batch (cached)."""
+        if self._golden is None:
+            self._golden = run_golden(self.pipeline, self.seed)
+        return self._golden
+
+    def batch(self) -> Any:
+        if self._batch is None:
+            seed_everything(self.seed)
+            self._batch = self.pipeline.golden_batch(self.seed)
+        return self._batch
+
+    def fresh_model(self) -> torch.nn.Module:
+        seed_everything(self.seed)
+        return self.pipeline.build_model(self.seed)
+
+    def found(self, *ids: str) -> list[Finding]:
+        """Findings already made in this run with one of these ids."""
+        return [f for f in self.findings if f.id in ids]
+
+    def timed(self, name: str) -> _Timer:
+        return _Timer(self, name)
+
+
+class _Timer:
+    def __init__(self, ctx: Context, name: str):
+        self.ctx, self.name = ctx, name
+
+    def __enter__(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.ctx.timings[self.name] = self.ctx.timings.get(self.name, 0.0) + time.perf_counter() - self.t0

@@ -1,0 +1,70 @@
+"""Learning-rate range test from copies of the same initial state, then a probe above the best.
+
+Each learning rate starts from the same weights and a fresh optimizer of the pipeline's own kind;
+group ratios are kept, the pipeline's scheduler is bypassed. The probe follows the Deep Learning
+Tuning Playbook's advice: look at the loss and the full gradient norm just above the best rate.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import torch
+
+from ..checks.results import SweepReport
+from ..pipeline import as_step_output
+from ._seed import seed_everything
+from ._train import configured_lrs, no_tap, total_grad_norm
+from .context import Context
+
+__all__ = ["measure_lr_sweep", "train_at"]
+
+
+def _set_lr(optimizer: torch.optim.Optimizer, lr: float, configured: list[float]) -> None:
+    top = max(configured) or 1.0
+    for group, base in zip(optimizer.param_groups, configured):
+        group["lr"] = lr * (base / top)
+
+
+def train_at(ctx: Context, state: dict, lr: float, steps: int, norms: list[float] | None = None) -> list[float]:
+    """Losses of `steps` plain updates at `lr` from `state`, then the loss after the last update."""
+    p = ctx.pipeline
+    model = ctx.fresh_model()
+    model.load_state_dict(state)
+    optimizer = p.build_optimizer(model)
+    _set_lr(optimizer, lr, configured_lrs(optimizer))
+    model.train()
+    losses = []
+    seed_everything(ctx.seed)
+    for _ in range(steps + 1):
+        out = as_step_output(p.step(model, ctx.batch(), no_tap))
+        loss = float(out.loss.detach())
+        losses.append(loss)
+        if len(losses) == steps + 1 or not math.isfinite(loss) or not out.loss.requires_grad:
+            break
+        out.loss.backward()
+        if norms is not None:
+            norms.append(total_grad_norm(model))
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return losses
+
+
+def measure_lr_sweep(ctx: Context) -> SweepReport:
+    model = ctx.fresh_model()
+    state = copy.deepcopy(model.state_dict())
+    configured = max(configured_lrs(ctx.pipeline.build_optimizer(model)))
+    lrs = sorted(set(np.logspace(-6, 0, ctx.budget.sweep_lrs).tolist()) | {configured})
+    losses = [train_at(ctx, state, lr, ctx.budget.sweep_steps) for lr in lrs]
+    initial = losses[0][0]
+    report = SweepReport(lrs=lrs, losses=losses, initial=initial, configured=configured)
+    finals = [min(ls[-2:]) if all(math.isfinite(x) for x in ls) else math.inf for ls in losses]
+    if all(math.isfinite(f) for f in finals) or any(math.isfinite(f) for f in finals):
+        best = lrs[int(np.argmin(finals))]
+        report.probe_lr = best * 3.0
+        norms: list[float] = []
+        report.probe_losses = train_at(ctx, state, report.probe_lr, ctx.budget.probe_steps, norms)
+        report.probe_grad_norms = norms
+    return report

@@ -1,0 +1,57 @@
+"""Overfit one batch: regularisation off, N updates on the golden batch, loss and gradient norms."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..checks._util import as_bool_mask, unigram_entropy
+from ..checks.results import CurveReport
+from ._seed import seed_everything
+from ._train import regularisation_off, update_step
+from .context import Context
+
+__all__ = ["measure_overfit"]
+
+
+def measure_overfit(ctx: Context) -> CurveReport:
+    p = ctx.pipeline
+    model = ctx.fresh_model()
+    optimizer = p.build_optimizer(model)
+    reg = regularisation_off(model, optimizer)
+    losses: list[float] = []
+    norms: list[float] = []
+    clip: list[float] = []
+
+    def grab(stage: str, value: Any, /, **meta: Any) -> Any:
+        if stage == "grad.norm":
+            norms.append(float(value))
+            if "max_norm" in meta:
+                clip.append(float(meta["max_norm"]))
+        return value
+
+    seed_everything(ctx.seed)
+    error = None
+    for _ in range(ctx.budget.overfit_steps):
+        try:
+            out = update_step(p, model, optimizer, ctx.batch(), grab)
+        except Exception as exc:  # the run under test may crash: that is a result, not our crash
+            error = f"{type(exc).__name__}: {exc}"
+            break
+        loss = float(out.loss.detach()) if hasattr(out.loss, "detach") else float(out.loss)
+        losses.append(loss)
+        if not math.isfinite(loss):
+            break
+    trace = ctx.golden().trace
+    h = None
+    if "targets" in trace and trace["targets"].value is not None and np.asarray(trace.value("targets")).ndim == 3:
+        t = np.asarray(trace.value("targets"))
+        m = as_bool_mask(np.asarray(trace.value("mask.loss")) if "mask.loss" in trace else None, t.shape)
+        h = unigram_entropy(t, m) if m.any() else None
+    report = CurveReport(losses=losses, grad_norms=norms, steps=len(losses), unigram_entropy=h,
+                         regularisation=reg, error=error)
+    if clip:
+        report.regularisation["clip_max_norm"] = int(clip[0]) if clip[0].is_integer() else clip[0]  # type: ignore[assignment]
+    return report

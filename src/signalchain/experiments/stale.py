@@ -1,0 +1,96 @@
+"""Stale data and predictions: a loader that repeats itself, logits that do not follow their input,
+and tokens that do not describe the audio they are paired with (a stale cache, a codebook order)."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..audio.features import log_mel, spectral_similarity
+from ..pipeline import as_step_output, capabilities
+from ..stats import as_batch_audio
+from ..trace import record, tap
+from ._seed import seed_everything
+from .context import Context
+
+__all__ = ["measure_loader", "measure_predictions", "measure_token_audio"]
+
+
+def _example_hashes(audio: np.ndarray) -> list[str]:
+    return [hashlib.sha256(np.ascontiguousarray(x).tobytes()).hexdigest()[:16] for x in audio]
+
+
+def measure_loader(ctx: Context, model: torch.nn.Module) -> dict[str, Any]:
+    """Content hashes of consecutive loader batches, whole and per example."""
+    p = ctx.pipeline
+    it = iter(p.loader("train"))
+    batches: list[dict[str, Any]] = []
+    for _ in range(ctx.budget.loader_batches):
+        batch = next(it)
+        seed_everything(ctx.seed)
+        with record(values={"audio.original"}, stages={"audio.original", "caption", "tokens"}) as t, torch.no_grad():
+            p.step(model, batch, tap)
+        audio = t.value("audio.original") if "audio.original" in t else None
+        batches.append({
+            "batch": "|".join(t[n].summary["hash"] for n in ("audio.original", "caption", "tokens") if n in t),
+            "examples": _example_hashes(audio) if audio is not None else [],
+        })
+    return {"batches": batches}
+
+
+def measure_predictions(ctx: Context, model: torch.nn.Module) -> dict[str, Any]:
+    """Logits for the golden batch and for another batch, from the same model: they must differ."""
+    p = ctx.pipeline
+    other = next(iter(p.loader("train")))
+    hashes = []
+    for batch in (ctx.batch(), other):
+        seed_everything(ctx.seed)
+        with record(stages={"tokens", "logits"}) as t, torch.no_grad():
+            out = as_step_output(p.step(model, batch, tap))
+        logits = t["logits"].summary["hash"] if "logits" in t else (
+            hashlib.sha256(out.logits.detach().cpu().numpy().tobytes()).hexdigest() if isinstance(out.logits, torch.Tensor) else None)
+        hashes.append({"tokens": t["tokens"].summary["hash"] if "tokens" in t else None, "logits": logits})
+    return {"golden": hashes[0], "other": hashes[1]}
+
+
+def measure_token_audio(ctx: Context) -> dict[str, Any] | None:
+    """How well decoded tokens match the audio they were made from, and under codebook permutations."""
+    p = ctx.pipeline
+    trace = ctx.golden().trace
+    if "decode" not in capabilities(p) or "tokens" not in trace or "audio.cropped" not in trace:
+        return None
+    tokens = trace.value("tokens")
+    heard = trace["audio.cropped"]
+    audio = as_batch_audio(heard.value)
+    lengths = heard.meta.get("lengths") or [audio.shape[-1]] * audio.shape[0]
+    sr_in = heard.sample_rate or getattr(p, "sample_rate", None)
+    sr_out = getattr(p, "sample_rate", None) or sr_in
+    if not sr_in or not sr_out:
+        return None
+    keep = [i for i in range(audio.shape[0]) if lengths[i] >= 0.25 * audio.shape[-1]]  # skip mostly-padding clips
+    refs = [log_mel(audio[i, :, : lengths[i]], sr_in) for i in keep]
+
+    def score(codes: np.ndarray) -> np.ndarray:
+        decoded = as_batch_audio(np.asarray(p.decode(torch.from_numpy(codes)), dtype=np.float32))
+        mels = [log_mel(decoded[i, :, : lengths[i]], sr_out) for i in keep]
+        return np.array([[spectral_similarity(m, r) for r in refs] for m in mels])  # [decoded, audio]
+
+    sims = score(tokens)
+    k = tokens.shape[1]
+    perms = list(itertools.permutations(range(k))) if k <= 4 else [tuple(range(k))[::-1]]
+    perm_scores = {}
+    for perm in perms:
+        if perm == tuple(range(k)):
+            perm_scores[perm] = float(np.diag(sims).mean())
+            continue
+        perm_scores[perm] = float(np.diag(score(tokens[:, list(perm)])).mean())
+    best = max(perm_scores, key=perm_scores.__getitem__)
+    off = sims[~np.eye(len(keep), dtype=bool)] if len(keep) > 1 else np.array([0.0])
+    return {"own": np.diag(sims).tolist(), "others_mean": float(off.mean()),
+            "own_beaten": int(sum(sims[i, i] <= np.delete(sims[i], i).max() for i in range(len(keep)) if len(keep) > 1)),
+            "examples": keep, "identity": perm_scores[tuple(range(k))], "best_perm": list(best),
+            "best_perm_score": perm_scores[best]}

@@ -1,0 +1,49 @@
+"""Parameter update: snapshot, run the pipeline's own update a few times, measure what moved."""
+
+from __future__ import annotations
+
+import torch
+
+from ..checks.results import UpdateReport
+from ._seed import seed_everything
+from ._train import configured_lrs, update_step
+from .context import Context
+
+__all__ = ["measure_update"]
+
+
+def measure_update(ctx: Context) -> UpdateReport:
+    p = ctx.pipeline
+    model = ctx.fresh_model()
+    optimizer = p.build_optimizer(model)
+    configured = configured_lrs(optimizer)
+    before = {n: q.detach().clone() for n, q in model.named_parameters()}
+    had_grad: dict[str, bool] = {n: False for n in before}
+    params = dict(model.named_parameters())
+    scales: list[float] = []
+    seed_everything(ctx.seed)
+
+    def grab(stage: str, value: object, /, **meta: object) -> object:
+        # train_step taps grad.norm after backward: that is when gradients exist, before zero_grad.
+        if stage == "grad.norm":
+            for n, q in params.items():
+                if q.grad is not None and bool((q.grad != 0).any()):
+                    had_grad[n] = True
+        if stage == "amp.scale":
+            scales.append(float(value))  # type: ignore[arg-type]
+        return value
+
+    effective = [float(g["lr"]) for g in optimizer.param_groups]
+    for _ in range(ctx.budget.update_steps):
+        update_step(p, model, optimizer, ctx.batch(), grab)
+    changed = {}
+    layer: dict[str, list[float]] = {}
+    with torch.no_grad():
+        for n, q in model.named_parameters():
+            d = float((q - before[n]).norm())
+            ref = float(before[n].norm())
+            changed[n] = d / ref if ref > 0 else d
+            layer.setdefault(n.rsplit(".", 1)[0], []).append(changed[n])
+    return UpdateReport(steps=ctx.budget.update_steps, changed=changed, had_grad=had_grad, configured_lr=configured,
+                        effective_lr=effective, scaler_scales=scales,
+                        layer_ratio={k: max(v) for k, v in layer.items()})
