@@ -34,6 +34,21 @@ def _seconds(rec: StageRecord) -> list[float] | None:
     return [int(n) / sr for n in lengths]
 
 
+def _is_scaled_downmix(stereo: StageRecord, mono: StageRecord, examples: list[int]) -> bool:
+    """True when the mono signal is the channel average times a gain (correlation ≈ 1), not a cancellation."""
+    if stereo.value is None or mono.value is None:
+        return False
+    a, b = np.asarray(stereo.value), np.asarray(mono.value)
+    for i in examples:
+        n = min(a.shape[-1], b.shape[-1])
+        x, y = a[i].mean(axis=0)[:n].astype(np.float64), b[i, 0, :n].astype(np.float64)
+        x, y = x - x.mean(), y - y.mean()
+        denom = np.sqrt((x @ x) * (y @ y))
+        if denom == 0 or (x @ y) / denom < 0.9:
+            return False
+    return True
+
+
 def check_audio(trace: Trace) -> list[Finding]:
     stages = [r for r in trace if r.kind == "audio" and r.name.split("#")[0] not in OUTPUT_STAGES]
     out: list[Finding] = []
@@ -88,6 +103,8 @@ def check_audio(trace: Trace) -> list[Finding]:
             prev_ch = prev.shape[1] if len(prev.shape) == 3 else 1
             audible = prev_rms[:n] > SILENT_DBFS
             lost = [int(i) for i in np.flatnonzero(audible & (drop > -CANCEL_DB))]
+            if prev_ch > 1 and channels == 1 and lost and _is_scaled_downmix(prev, rec, lost):
+                lost = []  # the downmix is the channels' average, only quieter: a scale problem (below)
             if prev_ch > 1 and channels == 1 and lost and once("audio.channel_cancel"):
                 out.append(make("audio.channel_cancel", "error", name,
                                 f"the downmix {prev.name} → {name} loses {float(drop[lost].max()):.0f} dB on examples {lost}: "

@@ -28,17 +28,21 @@ CONNECTIONS: dict[str, tuple[str, ...]] = {
 
 
 def _broken(prior: Sequence[Finding]) -> dict[str, list[Finding]]:
+    """Connections broken by an error finding (warnings are context, not a broken connection)."""
     out: dict[str, list[Finding]] = {}
     for name, ids in CONNECTIONS.items():
-        hits = [f for f in prior if f.id in ids and f.severity is not Severity.INFO
-                and not (f.id == "optim.param_frozen" and f.severity is Severity.WARNING)]
+        hits = [f for f in prior if f.id in ids and f.severity is Severity.ERROR]
         if hits:
             out[name] = hits
     return out
 
 
-def judge_overfit(c: CurveReport, prior: Sequence[Finding]) -> list[Finding]:
-    """The loss on one fixed batch must fall well below what token frequencies alone explain."""
+def judge_overfit(c: CurveReport, prior: Sequence[Finding], sweep: SweepReport | None = None) -> list[Finding]:
+    """The loss on one fixed batch must fall well below what token frequencies alone explain.
+
+    When it does not: name the broken connection; with every connection intact, blame the learning
+    rate if the sweep puts the configured one far from the best, else the model's capacity.
+    """
     if c.error:
         return [make("overfit.failed", "error", "loss", f"training on the golden batch crashed: {c.error}", CHECK,
                      hint="the update path raises; run one train step by hand to see the traceback", error=c.error)]
@@ -67,6 +71,16 @@ def judge_overfit(c: CurveReport, prior: Sequence[Finding]) -> list[Finding]:
     if not finite or not math.isfinite(end):
         return [make("overfit.failed", "error", "loss", f"the loss became non-finite while overfitting one batch ({drop})",
                      CHECK, hint="see the numerics family: find the first non-finite value", **evidence)]
+    best = sweep_summary(sweep)["best_lr"] if sweep is not None else None
+    if best is not None and sweep is not None and not (best / 3 <= sweep.configured <= best * 3):
+        fid = "optim.lr_too_large" if sweep.configured > best else "optim.lr_too_small"
+        return [make("overfit.failed", "error", "optimizer",
+                     f"one fixed batch does not overfit in {c.steps} steps (loss {drop}, needed ≤ {target:.3f}); every "
+                     f"connection holds, but the configured learning rate {sweep.configured:.3g} is far from the "
+                     f"sweep's best {best:.3g}", CHECK, hint=f"rerun with a learning rate near {best:.2g}", **evidence),
+                make(fid, "warning", "optimizer",
+                     f"at the configured learning rate {sweep.configured:.3g} one batch does not overfit; the sweep's "
+                     f"best is {best:.3g}", CHECK, hint=f"use a learning rate near {best:.2g}", **evidence)]
     return [make("overfit.failed", "error", "model",
                  f"one fixed batch does not overfit in {c.steps} steps (loss {drop}, needed ≤ {target:.3f}) although "
                  "targets, loss, gradients and updates are all connected", CHECK,

@@ -78,6 +78,6 @@ def optimisation_family(ctx: Context) -> list[Finding]:
     ctx.metrics["overfit"] = {"losses": curve.losses, "grad_norms": curve.grad_norms,
                               "unigram_entropy": curve.unigram_entropy}
     # The verdict names which of the five connections are broken, from everything found so far.
-    out += run_check("checks.training.overfit", judge_overfit, curve, ctx.findings + out)
+    out += run_check("checks.training.overfit", judge_overfit, curve, ctx.findings + out, sweep)
     out += run_check("checks.training.stability", judge_curve_stability, curve)
     return out
