@@ -38,7 +38,7 @@ def test_detectors_see_the_same_through_a_protocol_view():
     assert [(f.id, f.stage, f.message) for f in direct.findings] == [(f.id, f.stage, f.message) for f in viewed.findings]
     assert any(f.id == "mask.empty" for f in viewed.findings)
     with pytest.raises(AttributeError):
-        ProtocolView(raw).config
+        _ = ProtocolView(raw).config
 
 
 def test_a_crashing_pipeline_becomes_a_finding():
