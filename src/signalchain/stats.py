@@ -112,7 +112,8 @@ def as_batch_audio(audio: np.ndarray) -> np.ndarray:
 
 def audio_example_summary(x: np.ndarray, sample_rate: int | None = None) -> dict[str, Any]:
     """Level, silence, clipping, DC and channel relations of one example `[C, T]`."""
-    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):  # garbage in (a misread file) is measured, not warned about
+        x = np.asarray(x, dtype=np.float64)
     if x.ndim == 1:
         x = x[None, :]
     channels, length = x.shape

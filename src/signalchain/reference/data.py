@@ -229,6 +229,17 @@ def generate_clip(index: int, seed: int = 0, sample_rate: int = 32000,
                 attributes=dict(a), source_id=meta["source_id"])
 
 
+def clip_attributes(index: int, seed: int = 0) -> dict[str, Any]:
+    """The attributes `generate_clip(index, seed)` draws, without rendering any audio.
+
+    What a manifest's metadata gives a data-selection script for free: a query over thousands of
+    clips ("keep the organ clips") costs microseconds per clip instead of a render each.
+    """
+    if index < 0 or seed < 0:
+        raise ValueError(f"index and seed must be >= 0, got index={index}, seed={seed}")
+    return sample_attributes(np.random.default_rng([seed, index]))
+
+
 def generate_clips(n: int, seed: int = 0, sample_rate: int = 32000, start: int = 0) -> list[Clip]:
     return [generate_clip(i, seed, sample_rate) for i in range(start, start + n)]
 

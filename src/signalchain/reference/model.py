@@ -149,6 +149,15 @@ class MusicLM(nn.Module):
         mask = mask.bool()
         return self.text_encoder(ids, mask), mask
 
+    def add_null_slot(self, cond: Tensor, cond_mask: Tensor) -> tuple[Tensor, Tensor]:
+        """Prepend the always-valid null slot: cond [B, 1 + L, D], cond_mask [B, 1 + L].
+
+        So no row of the cross-attention mask is all False (see the module docstring).
+        """
+        B = cond.shape[0]
+        cond = torch.cat([self.null_cond.expand(B, 1, -1).to(cond.dtype), cond], dim=1)
+        return cond, F.pad(cond_mask.bool(), (1, 0), value=True)
+
     def forward(self, sequence: Tensor, cond: Tensor, cond_mask: Tensor) -> Tensor:
         """sequence [B, K, S] long in [0, cardinality] -> logits [B, K, S, cardinality].
 
@@ -164,9 +173,7 @@ class MusicLM(nn.Module):
             )
         x = sum(emb(sequence[:, k]) for k, emb in enumerate(self.embeddings))  # [B, S, D]
         x = self.drop(x + self.positions(torch.arange(S, device=sequence.device)))
-        # Prepend the null slot so no row of the cross-attention mask is all False.
-        cond = torch.cat([self.null_cond.expand(B, 1, -1).to(cond.dtype), cond], dim=1)
-        cond_mask = F.pad(cond_mask.bool(), (1, 0), value=True)  # [B, 1 + L]
+        cond, cond_mask = self.add_null_slot(cond, cond_mask)
         for block in self.blocks:
             x = block(x, cond, cond_mask)
         x = self.norm(x)

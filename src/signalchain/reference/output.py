@@ -57,12 +57,17 @@ class OutputRoute:
         try:
             with torch.no_grad():
                 cond, cond_mask = model.encode_condition(ids, mask)
-                result = generate(model, cond, cond_mask, cfg)
+                result = self.sample_codes(model, cond, cond_mask, cfg)
         finally:
             model.train(was_training)
         tap("generation.tokens", result.codes, cardinality=self.codec.cardinality,
             frames_generated=result.frames_generated, stopped=result.stopped)
         return result
+
+    def sample_codes(self, model: Any, cond: torch.Tensor, cond_mask: torch.Tensor,
+                     cfg: SamplingConfig) -> GenerationResult:
+        """The sampling loop itself (a stage of its own so that a buggy sampler can replace it)."""
+        return generate(model, cond, cond_mask, cfg)
 
     def normalize_output(self, audio: np.ndarray) -> np.ndarray:
         """Peak-normalise one example `[C, T]` to -1 dBFS (digital silence stays silent)."""

@@ -4,7 +4,19 @@ One module per family registers its faults with `@fault(...)`. Importing this pa
 all. Detectors never see any of this (DESIGN §6): they see only what the pipeline shows.
 """
 
-from . import flat_loss, silence  # noqa: F401  (registration)
+from . import (  # noqa: F401  (registration)
+    conditioning,
+    flat_loss,
+    flat_loss_data,
+    learning_rate,
+    nonfinite,
+    performance,
+    precision,
+    repetition,
+    silence,
+    splits,
+    step_boundaries,
+)
 from ._registry import CATALOGUE, FAMILIES, Fault, apply_faults, catalogue, fault, get_fault
 
 __all__ = ["CATALOGUE", "FAMILIES", "Fault", "apply_faults", "catalogue", "fault", "get_fault"]
