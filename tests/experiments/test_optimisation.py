@@ -133,3 +133,21 @@ def test_lr_sweep_places_the_configured_rate(lr, expected):
     s = measure_lr_sweep(ctx_of(ReferencePipeline(RefConfig(batch_size=4, lr=lr))))
     assert ids(judge_sweep(s)) == expected
     assert s.probe_lr is not None and len(s.probe_losses) > 1
+
+
+def test_overfit_failure_is_blamed_on_the_rate_or_the_capacity_after_a_refit():
+    """dim 8 fits one batch at a higher rate (a rate problem); dim 2 fits it at no rate (capacity)."""
+    from signalchain.checks.training import needs_refit
+    from signalchain.experiments.overfit import overfit_at
+
+    verdicts = {}
+    for dim in (8, 2):
+        ctx = ctx_of(ReferencePipeline(RefConfig(batch_size=4, dim=dim, heads=1, layers=1, ffn_mult=1)))
+        sweep = measure_lr_sweep(ctx)
+        curve = measure_overfit(ctx)
+        best = needs_refit(curve, [], sweep)
+        assert best is not None and best > sweep.configured
+        curve.best_lr_losses = overfit_at(ctx, best)
+        verdicts[dim] = ids(judge_overfit(curve, [], sweep))
+    assert ("optim.lr_too_small", "optimizer") in verdicts[8] and ("model.capacity", "model") not in verdicts[8]
+    assert ("model.capacity", "model") in verdicts[2]

@@ -18,13 +18,26 @@ def value(trace: Trace, name: str) -> np.ndarray | None:
 
 
 def as_bool_mask(mask: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
-    """Broadcast a loss/padding mask to `shape` ([B, K, T]); all True when there is none."""
+    """Broadcast a loss/padding mask to `shape` ([B, K, T]); all True when there is none.
+
+    A mask whose shape cannot broadcast is cut or padded (with False) to `shape`: the shape
+    disagreement itself is reported by `check_shapes`, and the other checks still get an answer.
+    """
     if mask is None:
         return np.ones(shape, dtype=bool)
     m = mask.astype(bool)
     if m.ndim == len(shape) - 1:  # [B, T] -> [B, 1, T]
         m = m[:, None, :]
-    return np.broadcast_to(m, shape)
+    try:
+        return np.broadcast_to(m, shape)
+    except ValueError:
+        out = np.zeros(shape, dtype=bool)
+        if m.ndim != len(shape):
+            return out
+        src = m[tuple(slice(0, min(a, b)) for a, b in zip(m.shape, shape))]
+        src = np.broadcast_to(src, tuple(min(a, b) if a != 1 else b for a, b in zip(src.shape, shape)))
+        out[tuple(slice(0, n) for n in src.shape)] = src
+        return out
 
 
 def unigram_entropy(tokens: np.ndarray, mask: np.ndarray) -> float:

@@ -139,11 +139,15 @@ def check_targets(trace: Trace) -> list[Finding]:
     valid = targets[mask]
     if valid.size == 0:
         return out  # an empty loss mask is reported by check_masks; nothing to align here
-    if np.unique(valid).size == 1:
-        return out + [make("targets.constant", "error", "targets",
-                           f"every one of {valid.size} valid targets is {int(valid[0])}", CHECK,
+    per_k = [np.unique(targets[:, k][mask[:, k]]) for k in range(targets.shape[1])]
+    if all(u.size <= 1 for u in per_k):
+        values = [int(u[0]) for u in per_k if u.size]
+        what = f"every one of {valid.size} valid targets is {values[0]}" if len(set(values)) == 1 else \
+            f"each codebook's targets are one constant value ({values})"
+        return out + [make("targets.constant", "error", "targets", what, CHECK,
                            hint="the targets carry no information: check what is passed as targets (a zero tensor, "
-                                "a fill value, the pad id)", value=int(valid[0]), count=int(valid.size))]
+                                "a fill value, the pad id, an index instead of a code)", values=values,
+                           count=int(valid.size))]
     expected = int(trace["targets"].meta.get("shift", 0))
     if tokens is not None and tokens.shape == targets.shape:
         agree = {s: shift_agreement(targets, tokens, mask, s) for s in range(-MAX_SHIFT, MAX_SHIFT + 1)}

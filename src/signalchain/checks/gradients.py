@@ -27,7 +27,7 @@ def _break_finding(brk: GraphBreak, lost: list[ParamGrad], fallback_stage: str) 
     what = {"detach": f"`.{brk.op}()` detaches it", "no_grad": f"`{brk.op}` runs under torch.no_grad()",
             "integer cast": f"`.{brk.op}()` casts it to an integer dtype", "numpy round trip": "it goes through numpy and back",
             "leaves torch": f"`.{brk.op}()` takes it out of torch"}[brk.kind]
-    return make(fid, "error", brk.stage or fallback_stage,
+    return make(fid, "error", brk.stage or "grad",
                 f"the gradient path is cut at {brk.location}: {what}; {len(lost)} parameters ({n:,} values) in "
                 f"{', '.join(_modules(lost))} get no gradient", CHECK,
                 hint=f"remove the {brk.kind} at {brk.location} (keep the tensor in the graph, or compute the "
@@ -126,6 +126,13 @@ def judge_update(u: UpdateReport, trainable: set[str] | None = None) -> list[Fin
     considered = [n for n in names if n in u.changed]
     if not considered:
         return []
+    if u.at_step and not moved and all(s["with_grad"] == 0 for s in u.at_step):
+        return [make("grad.missing", "error", "grad",
+                     f"optimizer.step() ran {len(u.at_step)} times but saw no gradient on any of its "
+                     f"{u.at_step[0]['params']} parameters: they are cleared (or never kept) between backward and step",
+                     CHECK, hint="call zero_grad() before backward (or after step), never between them; check hooks "
+                                 "or wrappers that reset .grad", steps=len(u.at_step),
+                     params_with_grad_in_backward=sum(u.had_grad.values()))]
     if not moved:
         grads = sum(u.had_grad.values())
         return [make("optim.step_skipped", "error", "optimizer",

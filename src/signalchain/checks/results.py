@@ -55,6 +55,7 @@ class UpdateReport:
     effective_lr: list[float]
     scaler_scales: list[float] = field(default_factory=list)
     layer_ratio: dict[str, float] = field(default_factory=dict)
+    at_step: list[dict[str, int]] = field(default_factory=list)  # per optimizer.step(): params with a gradient
 
 
 @dataclass
@@ -64,6 +65,8 @@ class CurveReport:
     losses: list[float]
     grad_norms: list[float]
     steps: int
+    lrs: list[float] = field(default_factory=list)  # the optimizer's learning rate after each step
+    best_lr_losses: list[float] = field(default_factory=list)  # the same run again at the sweep's best rate
     unigram_entropy: float | None = None
     regularisation: dict[str, int] = field(default_factory=dict)
     error: str | None = None

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from ..findings import Finding
 from .base import make
 
@@ -24,6 +22,19 @@ def judge_loader(m: dict[str, Any]) -> list[Finding]:
                      f"the loader yields the same batch again: batches {[(i - 1, i) for i in same]} of {len(batches)} are identical",
                      CHECK, hint="the iterator is re-created every step or returns a cached batch; draw a new batch "
                                  "each step from one iterator", identical_pairs=same, batches=len(batches))]
+    stale = []
+    for visits in m.get("revisits", []):
+        for a, b in zip(visits, visits[1:]):
+            if a["crop"] != b["crop"] and a["tokens"] == b["tokens"]:
+                stale.append((a, b))
+    if stale:
+        a, b = stale[0]
+        return [make("loader.stale_cache", "error", "tokens",
+                     f"{len(stale)} clips came back with a different crop ({a['crop']} → {b['crop']}) but exactly the "
+                     "same tokens: the tokens are served from a cache that ignores the crop", CHECK,
+                     hint="key the token cache by everything that changes the audio (clip, crop start and length, "
+                          "resampling, codec version) or recompute tokens", revisits=len(m.get("revisits", [])),
+                     stale=len(stale), example=[a, b])]
     examples = [h for b in batches for h in b["examples"]]
     if examples:
         repeated = len(examples) - len(set(examples))
@@ -52,7 +63,6 @@ def judge_token_audio(m: dict[str, Any] | None) -> list[Finding]:
     if not m:
         return []
     identity, best, best_score = m["identity"], m["best_perm"], m["best_perm_score"]
-    own = np.array(m["own"])
     ev = {"similarity_own": m["own"], "similarity_others": m["others_mean"], "identity": identity,
           "best_permutation": best, "best_permutation_score": best_score}
     if best != sorted(best) and best_score - identity > 0.2:
@@ -61,11 +71,12 @@ def judge_token_audio(m: dict[str, Any] | None) -> list[Finding]:
                      f"(spectral similarity {best_score:.2f}) than in their given order ({identity:.2f})", CHECK,
                      hint="codes are laid out [B, K, T] with codebook 0 the coarsest; check the permute/transpose "
                           "after encoding (and before decoding)", **ev)]
-    beaten = m.get("own_beaten", 0)
-    if identity < 0.4 or beaten >= max(2, len(own) // 4):
+    own = m["own"]
+    poor = [i for i, x in zip(m["examples"], own) if x < 0.4]
+    if len(poor) >= 2 and len(poor) >= len(own) // 4:
         return [make("loader.stale_cache", "error", "tokens",
-                     f"the tokens do not describe the audio they are paired with: decoded, they match it with "
-                     f"similarity {identity:.2f} (another example's audio matches as well for {beaten} of {len(own)})",
-                     CHECK, hint="tokens come from a cache that is stale (other crop, other codec, other clip) or are "
-                                 "paired with the wrong audio; recompute them from the audio of this batch", **ev)]
+                     f"decoded, the tokens of examples {poor} do not sound like the audio they are paired with "
+                     f"(spectral similarity {[round(x, 2) for x in own]}; fresh codes of this codec score about 0.8)",
+                     CHECK, hint="the tokens were made from other audio: a cache built for another crop, codec or "
+                                 "clip; key the cache by all of them or recompute the tokens", **ev)]
     return []

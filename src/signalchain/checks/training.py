@@ -11,7 +11,8 @@ from ..findings import Finding, Severity
 from .base import make
 from .results import CurveReport, SweepReport
 
-__all__ = ["judge_overfit", "judge_curve_stability", "judge_sweep", "CONNECTIONS", "sweep_summary"]
+__all__ = ["judge_overfit", "judge_curve_stability", "judge_sweep", "CONNECTIONS", "RATE_IDS", "sweep_summary",
+           "needs_refit", "overfit_target"]
 
 CHECK = "checks.training"
 
@@ -22,9 +23,10 @@ CONNECTIONS: dict[str, tuple[str, ...]] = {
     "the loss depends on the predictions": ("loss.independent_of_output", "loss.stale_predictions"),
     "gradients reach trainable parameters": ("grad.missing", "grad.detached", "dtype.path_broken", "grad.zero",
                                              "optim.param_frozen"),
-    "the optimiser updates those parameters": ("optim.step_skipped", "optim.param_not_in_optimizer", "optim.lr_too_small",
-                                               "optim.lr_too_large", "amp.steps_skipped"),
+    "the optimiser updates those parameters": ("optim.step_skipped", "optim.param_not_in_optimizer", "amp.steps_skipped"),
 }
+#: The learning rate is not a broken connection: the overfit is re-run at the sweep's best rate instead.
+RATE_IDS = ("optim.lr_too_small", "optim.lr_too_large")
 
 
 def _broken(prior: Sequence[Finding]) -> dict[str, list[Finding]]:
@@ -35,6 +37,29 @@ def _broken(prior: Sequence[Finding]) -> dict[str, list[Finding]]:
         if hits:
             out[name] = hits
     return out
+
+
+def overfit_target(c: CurveReport) -> float:
+    """Passing: the loss falls by half and below the unigram entropy of the targets (which a model
+    that ignores its context and condition can reach, and no further)."""
+    l0 = c.losses[0]
+    return min(0.5 * l0, c.unigram_entropy - 0.25) if c.unigram_entropy is not None else 0.5 * l0
+
+
+def needs_refit(c: CurveReport, prior: Sequence[Finding], sweep: SweepReport | None) -> float | None:
+    """The learning rate to re-run the overfit at, when it failed with every connection intact and
+    the configured rate is not the sweep's best; else None."""
+    if c.error or not c.losses or sweep is None:
+        return None
+    end = min(c.losses[-5:]) if all(math.isfinite(x) for x in c.losses[-5:]) else math.nan
+    if math.isfinite(end) and end <= overfit_target(c):
+        return None
+    if _broken(prior):
+        return None
+    best = sweep_summary(sweep)["best_lr"]
+    if best is None or best / 3 <= sweep.configured <= best * 3:
+        return None
+    return float(best)
 
 
 def judge_overfit(c: CurveReport, prior: Sequence[Finding], sweep: SweepReport | None = None) -> list[Finding]:
@@ -52,9 +77,7 @@ def judge_overfit(c: CurveReport, prior: Sequence[Finding], sweep: SweepReport |
     finite = [x for x in c.losses if math.isfinite(x)]
     end = min(c.losses[-5:]) if all(math.isfinite(x) for x in c.losses[-5:]) else math.nan
     floor = c.unigram_entropy
-    # Passing: the loss falls by half and below the unigram entropy of the targets (which a model
-    # that ignores its context and condition can reach, and no further).
-    target = min(0.5 * l0, floor - 0.25) if floor is not None else 0.5 * l0
+    target = overfit_target(c)
     if math.isfinite(end) and end <= target:
         return []
     broken = _broken(prior)
@@ -72,18 +95,25 @@ def judge_overfit(c: CurveReport, prior: Sequence[Finding], sweep: SweepReport |
         return [make("overfit.failed", "error", "loss", f"the loss became non-finite while overfitting one batch ({drop})",
                      CHECK, hint="see the numerics family: find the first non-finite value", **evidence)]
     best = sweep_summary(sweep)["best_lr"] if sweep is not None else None
-    if best is not None and sweep is not None and not (best / 3 <= sweep.configured <= best * 3):
+    refit = [x for x in c.best_lr_losses if math.isfinite(x)]
+    if best is not None and sweep is not None and refit and min(refit[-5:]) <= target:
+        # At the sweep's best rate the same batch does overfit: the model can, the rate is wrong.
         fid = "optim.lr_too_large" if sweep.configured > best else "optim.lr_too_small"
+        evidence["best_lr_losses"] = c.best_lr_losses
         return [make("overfit.failed", "error", "optimizer",
-                     f"one fixed batch does not overfit in {c.steps} steps (loss {drop}, needed ≤ {target:.3f}); every "
-                     f"connection holds, but the configured learning rate {sweep.configured:.3g} is far from the "
-                     f"sweep's best {best:.3g}", CHECK, hint=f"rerun with a learning rate near {best:.2g}", **evidence),
+                     f"one fixed batch does not overfit in {c.steps} steps at the configured learning rate "
+                     f"{sweep.configured:.3g} (loss {drop}, needed ≤ {target:.3f}), but at the sweep's best {best:.3g} "
+                     f"it reaches {min(refit[-5:]):.3f}", CHECK, hint=f"use a learning rate near {best:.2g}", **evidence),
                 make(fid, "warning", "optimizer",
-                     f"at the configured learning rate {sweep.configured:.3g} one batch does not overfit; the sweep's "
-                     f"best is {best:.3g}", CHECK, hint=f"use a learning rate near {best:.2g}", **evidence)]
+                     f"the configured learning rate {sweep.configured:.3g} does not fit one batch; {best:.3g} does",
+                     CHECK, hint=f"use a learning rate near {best:.2g}", **evidence)]
+    rate_note = ""
+    if refit:
+        evidence["best_lr_losses"] = c.best_lr_losses
+        rate_note = f"; at the sweep's best learning rate {best:.3g} it still stops at {min(refit[-5:]):.3f}"
     return [make("overfit.failed", "error", "model",
                  f"one fixed batch does not overfit in {c.steps} steps (loss {drop}, needed ≤ {target:.3f}) although "
-                 "targets, loss, gradients and updates are all connected", CHECK,
+                 f"targets, loss, gradients and updates are all connected{rate_note}", CHECK,
                  hint="the model cannot represent even this tiny task: check its width/depth and that its context "
                       "and condition reach the output", **evidence),
             make("model.capacity", "warning", "model",
@@ -92,9 +122,24 @@ def judge_overfit(c: CurveReport, prior: Sequence[Finding], sweep: SweepReport |
                  CHECK, hint="increase capacity (dim, layers) or shorten the sequences, then overfit again", **evidence)]
 
 
-def judge_curve_stability(c: CurveReport, stage: str = "loss") -> list[Finding]:
-    """Spikes in the loss and explosions of the gradient norm during a run at the configured settings."""
+def _rate_to_blame(c: CurveReport, sweep: SweepReport | None) -> str | None:
+    """Why the learning rate explains instability, if it does: it grows, or it is above the best."""
+    if len(c.lrs) >= 2 and c.lrs[0] > 0 and max(c.lrs) > 4 * c.lrs[0] and c.lrs[-1] >= max(c.lrs) * 0.5:
+        return f"the learning rate grows from {c.lrs[0]:.3g} to {max(c.lrs):.3g} during the run (the schedule)"
+    best = sweep_summary(sweep)["best_lr"] if sweep is not None else None
+    if best is not None and sweep is not None and sweep.configured > 1.5 * best:
+        return f"the configured learning rate {sweep.configured:.3g} is above the sweep's best {best:.3g}"
+    return None
+
+
+def judge_curve_stability(c: CurveReport, sweep: SweepReport | None = None) -> list[Finding]:
+    """Spikes in the loss and explosions of the gradient norm during a run at the configured settings.
+
+    They are blamed on the optimizer when the learning rate explains them, else on the loss/gradients.
+    """
     out: list[Finding] = []
+    blame = _rate_to_blame(c, sweep)
+    stage = "optimizer" if blame else "loss"
     losses = np.array(c.losses, dtype=float)
     if losses.size >= 4 and np.isfinite(losses).all():
         best = np.minimum.accumulate(losses)
@@ -102,7 +147,8 @@ def judge_curve_stability(c: CurveReport, stage: str = "loss") -> list[Finding]:
         i = int(np.argmax(rise))
         if rise[i] > max(1.0, 0.25 * best[i]):
             out.append(make("loss.spike", "warning", stage,
-                            f"the loss jumps from {best[i]:.3f} to {losses[i + 1]:.3f} at step {i + 1} of {losses.size}",
+                            f"the loss jumps from {best[i]:.3f} to {losses[i + 1]:.3f} at step {i + 1} of {losses.size}"
+                            + (f"; {blame}" if blame else ""),
                             CHECK, hint="lower the learning rate or add warm-up; log the gradient norm around the spike",
                             step=i + 1, before=float(best[i]), after=float(losses[i + 1])))
     norms = np.array(c.grad_norms, dtype=float)
@@ -110,7 +156,8 @@ def judge_curve_stability(c: CurveReport, stage: str = "loss") -> list[Finding]:
         head = float(np.median(norms[: max(2, norms.size // 5)]))
         if not np.isfinite(norms).all() or (head > 0 and float(norms.max()) > 100 * head):
             bad = "non-finite" if not np.isfinite(norms).all() else f"{float(norms.max()):.3g} (from {head:.3g})"
-            out.append(make("grad.exploding", "error", "grad", f"the total gradient norm grows to {bad} within {norms.size} steps",
+            out.append(make("grad.exploding", "error", "optimizer" if blame else "grad",
+                            f"the total gradient norm grows to {bad} within {norms.size} steps" + (f"; {blame}" if blame else ""),
                             CHECK, hint="lower the learning rate, clip gradients, and check for a schedule that "
                                         "raises the rate", norms=norms.tolist()))
     return out

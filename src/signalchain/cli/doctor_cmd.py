@@ -10,6 +10,7 @@ from ..experiments.doctor import SYMPTOMS, run_doctor, select_families
 from ..findings import exit_code
 from ..pipeline import ProtocolView
 from ..report import console, print_findings, render_doctor, write_json
+from ..report.doctor_page import strip_audio
 from ._common import common_options, guarded, resolve_pipeline
 from .golden_cmds import fault_option
 
@@ -43,7 +44,7 @@ def doctor(pipeline: str | None, families: tuple[str, ...], symptom: str | None,
               + (f"; not available yet: {', '.join(result.unavailable)}" if result.unavailable else ""))
     if json_path:
         write_json(json_path, result.findings, pipeline=spec, families=result.families, unavailable=result.unavailable,
-                   seconds=round(result.seconds, 2), timings=result.timings, metrics=result.metrics)
+                   seconds=round(result.seconds, 2), timings=result.timings, metrics=strip_audio(result.metrics))
     if html_path:
         render_doctor(result.findings, result.metrics, result.families, result.unavailable, result.timings,
                       pipe.name).write(html_path)

@@ -2,7 +2,8 @@
 
 A `TorchFunctionMode` sees every torch call. When an input requires grad and the result does not
 (a `.detach()`, an integer cast, an op run under `no_grad`, a trip through numpy), the call is a
-*graph break*; it is logged with the user's file and line and the next stage tapped after it.
+*graph break*; it is logged with the user's file and line. Results of a break are tainted, and so
+is everything computed from them, so the break is placed at the first tapped value it cut off.
 Module forward hooks share the same event counter, so a break can be placed after the last module
 whose parameters lost their gradient.
 """
@@ -58,28 +59,37 @@ class GraphWatch(TorchFunctionMode):
         self.stage_index = 0
         self.stage_names: list[str] = []
         self.breaks: list[GraphBreak] = []
-        self._pending: list[tuple[int, GraphBreak]] = []  # breaks waiting for their next tap
         self._detached: dict[int, GraphBreak] = {}
+        self._taint: dict[int, tuple[GraphBreak, ...]] = {}  # tensor id -> breaks it descends from
+        self._keep: list[torch.Tensor] = []
         self.paused = False  # set while signalchain's own tap copies values out of the graph
 
     def tick(self) -> int:
         self.counter += 1
         return self.counter
 
-    def on_tap(self, stage: str) -> None:
-        """Called by the tap wrapper: breaks logged since the last tap are placed at this stage."""
+    def on_tap(self, stage: str, value: Any) -> None:
+        """Called by the tap wrapper. A break is placed at the first tapped value it cut completely
+        (the value descends from the break and no longer requires grad); a break whose values still
+        carry a gradient through other paths stays at "grad" (set by the judge)."""
         self.stage_names.append(stage)
-        for _, brk in self._pending:
-            if brk.stage is None:
-                brk.stage = stage
-        self._pending.clear()
+        for t in _tensors(value):
+            for brk in self._taint.get(id(t), ()):
+                if brk.stage is None and not t.requires_grad:
+                    brk.stage = stage
 
     def _log(self, op: str, kind: str, out: Any) -> None:
         brk = GraphBreak(op=op, kind=kind, stage=None, location=_user_location(), order=self.tick())
         self.breaks.append(brk)
-        self._pending.append((brk.order, brk))
         if isinstance(out, torch.Tensor):
             self._detached[id(out)] = brk
+        self._mark(_tensors(out), (brk,))
+
+    def _mark(self, outs: list[torch.Tensor], breaks: tuple[GraphBreak, ...]) -> None:
+        for o in outs:
+            self._keep.append(o)  # keep it alive so its id is not reused during the pass
+            merged = self._taint.get(id(o), ()) + breaks
+            self._taint[id(o)] = tuple({id(b): b for b in merged}.values())
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
@@ -93,6 +103,9 @@ class GraphWatch(TorchFunctionMode):
         if name == "numpy" and ins and id(ins[0]) in self._detached:
             self._detached[id(ins[0])].kind = "numpy round trip"
             return out
+        inherited = tuple(b for t in ins for b in self._taint.get(id(t), ()))
+        if inherited:
+            self._mark(_tensors(out), inherited)
         needs = [t for t in ins if t.requires_grad]
         if not needs:
             return out

@@ -29,13 +29,28 @@ class Budget:
     sweep_steps: int = 4
     probe_steps: int = 8
     update_steps: int = 3
-    loader_batches: int = 4
+    loader_batches: int = 8
+    numerics_steps: int = 3  # updates watched by the cheap non-finite trigger (numerics family)
+    amp_steps: int = 6  # updates observed under the loss scaler (precision family)
+    cond_batches: int = 8  # loader batches traced up to the condition (conditioning family)
+    cond_examples: bool = False  # also read every training caption via training_examples() (slow)
+    guidance_frames: int = 8  # frames generated per guidance probe (conditioning family)
+    gen_prompts: int = 3  # prompts per generate call (generation family)
+    gen_frames: int = 60  # frames per generated sample (generation family)
+    gen_train_steps: int = 16  # updates of the short training whose checkpoints are compared (generation family)
+    gen_data_batches: int = 4  # loader batches measured for repetition-prone data (generation family)
+    gen_sweep: bool = True  # sweep sampling settings beyond the one-at-a-time resets (generation family)
+    gen_examples: int = 0  # training_examples() searched for a generated copy; 0: the loader's only (slow)
 
 
 BUDGETS = {
-    "economy": Budget(overfit_steps=30, sweep_lrs=7, sweep_steps=3, probe_steps=5, loader_batches=3),
+    "economy": Budget(overfit_steps=30, sweep_lrs=7, sweep_steps=3, probe_steps=5, loader_batches=6,
+                      numerics_steps=2, amp_steps=3, cond_batches=4,
+                      gen_prompts=2, gen_frames=40, gen_train_steps=6, gen_data_batches=3, gen_sweep=False),
     "business": Budget(),
-    "full": Budget(overfit_steps=150, sweep_lrs=16, sweep_steps=6, probe_steps=16, update_steps=5, loader_batches=8),
+    "full": Budget(overfit_steps=150, sweep_lrs=16, sweep_steps=6, probe_steps=16, update_steps=5, loader_batches=12,
+                   numerics_steps=6, amp_steps=12, cond_batches=16, cond_examples=True, guidance_frames=16,
+                   gen_prompts=4, gen_frames=100, gen_train_steps=40, gen_data_batches=8, gen_examples=256),
 }
 
 
@@ -77,6 +92,16 @@ class Context:
 
     def timed(self, name: str) -> _Timer:
         return _Timer(self, name)
+
+    def attempt(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, list[Finding]]:
+        """Run one experiment; if it raises, return (None, [the finding that says whose crash it is])."""
+        from ._crash import crash_finding
+
+        try:
+            with self.timed(name):
+                return fn(*args, **kwargs), []
+        except Exception as exc:
+            return None, [crash_finding(name, exc)]
 
 
 class _Timer:

@@ -7,9 +7,7 @@ becomes a finding and the others go on.
 
 from __future__ import annotations
 
-import os
 import time
-import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,11 +15,12 @@ from typing import Any
 import torch
 
 from ..errors import UsageError
-from ..findings import Finding, Severity, check_failed, sort_findings
+from ..findings import Finding, Severity, sort_findings
 from ..trace import Trace
+from ._crash import crash_finding
 from .context import BUDGETS, Budget, Context
 
-__all__ = ["Family", "FAMILIES", "SYMPTOMS", "DoctorResult", "family", "run_doctor", "select_families"]
+__all__ = ["Family", "FAMILIES", "ORDER", "SYMPTOMS", "DoctorResult", "family", "run_doctor", "select_families"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +28,12 @@ class Family:
     name: str
     title: str
     run: Callable[[Context], list[Finding]]
+    order: int = 100  # families run in this order: later ones may read earlier findings
+
+
+#: Where each family runs. Data before optimisation (whose overfit verdict reads data findings).
+ORDER = {"audio": 10, "data": 20, "numerics": 30, "optimisation": 40, "precision": 50, "conditioning": 60,
+         "generation": 70, "output": 80, "splits": 90, "performance": 100}
 
 
 FAMILIES: dict[str, Family] = {}
@@ -48,8 +53,10 @@ SYMPTOMS: dict[str, tuple[str, ...]] = {
 
 
 def family(name: str, title: str) -> Callable[[Callable[[Context], list[Finding]]], Callable[[Context], list[Finding]]]:
+    """Register a family: `fn(ctx) -> findings`. Families run in `ORDER`, unknown names last."""
+
     def deco(fn: Callable[[Context], list[Finding]]) -> Callable[[Context], list[Finding]]:
-        FAMILIES[name] = Family(name, title, fn)
+        FAMILIES[name] = Family(name, title, fn, ORDER.get(name, 1000))
         return fn
 
     return deco
@@ -68,6 +75,8 @@ class DoctorResult:
 
 def select_families(families: Sequence[str] = (), symptom: str | None = None) -> tuple[list[str], list[str]]:
     """The families to run (in a fixed order) and the requested ones that do not exist yet."""
+    from . import families as _registered  # noqa: F401  (importing registers every family)
+
     if symptom is not None and symptom not in SYMPTOMS:
         raise UsageError(f"unknown symptom {symptom!r}; allowed: {', '.join(SYMPTOMS)}")
     wanted = list(families) + (list(SYMPTOMS[symptom]) if symptom else [])
@@ -77,7 +86,7 @@ def select_families(families: Sequence[str] = (), symptom: str | None = None) ->
     unknown = [f for f in wanted if f not in known]
     if unknown:
         raise UsageError(f"unknown family {unknown[0]!r}; allowed: {', '.join(sorted(known))}")
-    run = [f for f in FAMILIES if f in wanted]
+    run = sorted((f for f in FAMILIES if f in wanted), key=lambda f: FAMILIES[f].order)
     missing = [f for f in dict.fromkeys(wanted) if f not in FAMILIES]
     return run, missing
 
@@ -92,27 +101,9 @@ def _dedupe(findings: Iterable[Finding]) -> list[Finding]:
     return sort_findings(best.values())
 
 
-def _crash_finding(name: str, exc: BaseException) -> Finding:
-    """A family that raised: inside the pipeline's code it is a finding about the pipeline."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    own = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    last = frames[-1] if frames else None
-    in_user = last is not None and (not last.filename.startswith(own) or "/reference/" in last.filename) \
-        and "/torch/" not in last.filename
-    if in_user:
-        where = f"{last.filename}:{last.lineno}"
-        return Finding("pipeline.step_failed", Severity.ERROR, None,
-                       f"the pipeline raised {type(exc).__name__} at {where} during the {name} family: {exc}",
-                       {"traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]},
-                       hint="the step itself fails; fix this exception first", check=f"doctor.{name}")
-    return check_failed(f"doctor.{name}", exc)
-
-
 def run_doctor(pipeline: Any, families: Sequence[str] = (), symptom: str | None = None, seed: int = 0,
                budget: str | Budget = "business", progress: Callable[[str], None] | None = None) -> DoctorResult:
     """Run the selected families on `pipeline` and return their merged findings and measurements."""
-    from . import families as _registered  # noqa: F401  (registers the families)
-
     names, missing = select_families(families, symptom)
     ctx = Context(pipeline=pipeline, seed=seed, budget=BUDGETS[budget] if isinstance(budget, str) else budget,
                   progress=progress)
@@ -124,7 +115,7 @@ def run_doctor(pipeline: Any, families: Sequence[str] = (), symptom: str | None 
             try:
                 ctx.findings.extend(FAMILIES[name].run(ctx))
             except Exception as exc:
-                ctx.findings.append(_crash_finding(name, exc))
+                ctx.findings.append(crash_finding(name, exc))
     if flush:
         torch.set_flush_denormal(False)
     notes = [Finding("doctor.family_unavailable", Severity.INFO, None,

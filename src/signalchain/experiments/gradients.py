@@ -40,7 +40,7 @@ def measure_gradients(ctx: Context) -> GradientReport:
     handles = [m.register_forward_hook(hook) for m in model.modules()]
 
     def watched_tap(stage: str, value: Any, /, **meta: Any) -> Any:
-        watch.on_tap(stage)
+        watch.on_tap(stage, value)
         watch.paused = True  # recording copies the value to numpy: that is ours, not a break
         try:
             return tap(stage, value, **meta)

@@ -16,7 +16,7 @@ import torch
 from ..checks.results import SweepReport
 from ..pipeline import as_step_output
 from ._seed import seed_everything
-from ._train import configured_lrs, no_tap, total_grad_norm
+from ._train import configured_lrs, no_tap, regularisation_off, total_grad_norm
 from .context import Context
 
 __all__ = ["measure_lr_sweep", "train_at"]
@@ -28,13 +28,16 @@ def _set_lr(optimizer: torch.optim.Optimizer, lr: float, configured: list[float]
         group["lr"] = lr * (base / top)
 
 
-def train_at(ctx: Context, state: dict, lr: float, steps: int, norms: list[float] | None = None) -> list[float]:
+def train_at(ctx: Context, state: dict, lr: float, steps: int, norms: list[float] | None = None,
+             regularisation: bool = True) -> list[float]:
     """Losses of `steps` plain updates at `lr` from `state`, then the loss after the last update."""
     p = ctx.pipeline
     model = ctx.fresh_model()
     model.load_state_dict(state)
     optimizer = p.build_optimizer(model)
     _set_lr(optimizer, lr, configured_lrs(optimizer))
+    if not regularisation:
+        regularisation_off(model, optimizer)
     model.train()
     losses = []
     seed_everything(ctx.seed)

@@ -13,7 +13,7 @@ from ._seed import seed_everything
 from ._train import regularisation_off, update_step
 from .context import Context
 
-__all__ = ["measure_overfit"]
+__all__ = ["measure_overfit", "overfit_at"]
 
 
 def measure_overfit(ctx: Context) -> CurveReport:
@@ -34,6 +34,7 @@ def measure_overfit(ctx: Context) -> CurveReport:
 
     seed_everything(ctx.seed)
     error = None
+    lrs: list[float] = []
     for _ in range(ctx.budget.overfit_steps):
         try:
             out = update_step(p, model, optimizer, ctx.batch(), grab)
@@ -42,6 +43,7 @@ def measure_overfit(ctx: Context) -> CurveReport:
             break
         loss = float(out.loss.detach()) if hasattr(out.loss, "detach") else float(out.loss)
         losses.append(loss)
+        lrs.append(max(float(g["lr"]) for g in optimizer.param_groups))
         if not math.isfinite(loss):
             break
     trace = ctx.golden().trace
@@ -51,7 +53,18 @@ def measure_overfit(ctx: Context) -> CurveReport:
         m = as_bool_mask(np.asarray(trace.value("mask.loss")) if "mask.loss" in trace else None, t.shape)
         h = unigram_entropy(t, m) if m.any() else None
     report = CurveReport(losses=losses, grad_norms=norms, steps=len(losses), unigram_entropy=h,
-                         regularisation=reg, error=error)
+                         regularisation=reg, error=error, lrs=lrs)
     if clip:
         report.regularisation["clip_max_norm"] = int(clip[0]) if clip[0].is_integer() else clip[0]  # type: ignore[assignment]
     return report
+
+
+def overfit_at(ctx: Context, lr: float) -> list[float]:
+    """The overfit run again, at `lr`, with a plain update loop (regularisation off): does the model
+    fit one batch when the learning rate is right? Separates a learning-rate problem from capacity."""
+    import copy
+
+    from .lr_sweep import train_at
+
+    state = copy.deepcopy(ctx.fresh_model().state_dict())
+    return train_at(ctx, state, lr, ctx.budget.overfit_steps, regularisation=False)

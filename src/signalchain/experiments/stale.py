@@ -25,21 +25,36 @@ def _example_hashes(audio: np.ndarray) -> list[str]:
 
 
 def measure_loader(ctx: Context, model: torch.nn.Module) -> dict[str, Any]:
-    """Content hashes of consecutive loader batches, whole and per example."""
+    """Consecutive loader batches: content hashes, whole and per example, and for every clip the
+    loader brings back (a revisit: the same source audio again) its crop and a hash of its tokens.
+
+    With a few hundred clips a handful of batches already revisits some (the birthday paradox),
+    which is exactly when a cache keyed by the clip alone goes stale.
+    """
     p = ctx.pipeline
     it = iter(p.loader("train"))
     batches: list[dict[str, Any]] = []
-    for _ in range(ctx.budget.loader_batches):
+    seen: dict[str, list[dict[str, Any]]] = {}
+    wanted = {"audio.original", "crop", "tokens"}
+    for b in range(ctx.budget.loader_batches):
         batch = next(it)
         seed_everything(ctx.seed)
-        with record(values={"audio.original"}, stages={"audio.original", "caption", "tokens"}) as t, torch.no_grad():
+        with record(values=wanted, stages=wanted | {"caption"}) as t, torch.no_grad():
             p.step(model, batch, tap)
         audio = t.value("audio.original") if "audio.original" in t else None
+        examples = _example_hashes(audio) if audio is not None else []
+        crops = np.asarray(t.value("crop")) if "crop" in t else None
+        tokens = np.asarray(t.value("tokens")) if "tokens" in t else None
+        for i, h in enumerate(examples):
+            if crops is not None and tokens is not None and i < len(crops) and i < len(tokens):
+                seen.setdefault(h, []).append({"batch": b, "crop": [int(x) for x in np.ravel(crops[i])[:2]],
+                                               "tokens": _example_hashes(tokens[i : i + 1])[0]})
         batches.append({
             "batch": "|".join(t[n].summary["hash"] for n in ("audio.original", "caption", "tokens") if n in t),
-            "examples": _example_hashes(audio) if audio is not None else [],
+            "examples": examples,
         })
-    return {"batches": batches}
+    revisits = [v for v in seen.values() if len(v) > 1]
+    return {"batches": batches, "revisits": revisits}
 
 
 def measure_predictions(ctx: Context, model: torch.nn.Module) -> dict[str, Any]:
@@ -71,7 +86,12 @@ def measure_token_audio(ctx: Context) -> dict[str, Any] | None:
     sr_out = getattr(p, "sample_rate", None) or sr_in
     if not sr_in or not sr_out:
         return None
-    keep = [i for i in range(audio.shape[0]) if lengths[i] >= 0.25 * audio.shape[-1]]  # skip mostly-padding clips
+    rms = [float(np.sqrt(np.mean(np.square(audio[i, :, : lengths[i]], dtype=np.float64)))) if lengths[i] else 0.0
+           for i in range(audio.shape[0])]
+    # Skip mostly-padding and silent clips: silence decodes to silence whatever the code order.
+    keep = [i for i in range(audio.shape[0]) if lengths[i] >= 0.25 * audio.shape[-1] and rms[i] > 1e-3]
+    if len(keep) < 2:
+        return None
     refs = [log_mel(audio[i, :, : lengths[i]], sr_in) for i in keep]
 
     def score(codes: np.ndarray) -> np.ndarray:

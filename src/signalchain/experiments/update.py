@@ -34,8 +34,20 @@ def measure_update(ctx: Context) -> UpdateReport:
         return value
 
     effective = [float(g["lr"]) for g in optimizer.param_groups]
-    for _ in range(ctx.budget.update_steps):
-        update_step(p, model, optimizer, ctx.batch(), grab)
+    at_step: list[dict[str, int]] = []
+
+    def before_step(opt: torch.optim.Optimizer, args: object, kwargs: object) -> None:
+        # What the optimizer sees when it steps: gradients cleared before this point are lost.
+        seen = [q.grad for g in opt.param_groups for q in g["params"]]
+        at_step.append({"with_grad": sum(1 for g in seen if g is not None and bool((g != 0).any())),
+                        "params": len(seen)})
+
+    handle = optimizer.register_step_pre_hook(before_step)
+    try:
+        for _ in range(ctx.budget.update_steps):
+            update_step(p, model, optimizer, ctx.batch(), grab)
+    finally:
+        handle.remove()
     changed = {}
     layer: dict[str, list[float]] = {}
     with torch.no_grad():
@@ -45,5 +57,5 @@ def measure_update(ctx: Context) -> UpdateReport:
             changed[n] = d / ref if ref > 0 else d
             layer.setdefault(n.rsplit(".", 1)[0], []).append(changed[n])
     return UpdateReport(steps=ctx.budget.update_steps, changed=changed, had_grad=had_grad, configured_lr=configured,
-                        effective_lr=effective, scaler_scales=scales,
+                        effective_lr=effective, scaler_scales=scales, at_step=at_step,
                         layer_ratio={k: max(v) for k, v in layer.items()})

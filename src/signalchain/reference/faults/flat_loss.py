@@ -304,9 +304,10 @@ def _hidden_numpy_roundtrip(p: ReferencePipeline) -> None:
 @fault("model_too_small", "flat_loss", "the model lacks enough capacity for the task", SECTION,
        ["model.capacity"], "model", symptom="flat-loss")
 def _model_too_small(p: ReferencePipeline) -> None:
-    # Bug: the smoke-test override (dim=8, one head, one layer, no MLP expansion) stayed in the
-    # run's config: the model cannot represent even one small batch.
-    p.cfg.dim, p.cfg.heads, p.cfg.layers, p.cfg.ffn_mult = 8, 1, 1, 1
+    # Bug: the smoke-test override (dim=2, one head, one layer, no MLP expansion) stayed in the
+    # run's config: the model cannot represent even one small batch, at any learning rate.
+    # (At dim 8 it still memorises one batch with a high enough rate: that is a rate problem.)
+    p.cfg.dim, p.cfg.heads, p.cfg.layers, p.cfg.ffn_mult = 2, 1, 1, 1
 
 
 @fault("bottleneck_width_one", "flat_loss", "the model lacks enough capacity for the task", SECTION,

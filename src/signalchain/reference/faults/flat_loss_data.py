@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from .. import prep
 from ._registry import fault
 
 if TYPE_CHECKING:
@@ -114,21 +115,32 @@ def _loader_repeats_batch(p: ReferencePipeline) -> None:
 def _stale_token_cache(p: ReferencePipeline) -> None:
     load_clips, encode = p.load_clips, p.encode_tokens
     cache: dict[str, torch.Tensor] = {}  # clip id -> codes [K, F]
-    current: list[str] = []  # ids of the batch being prepared
+    current: list[tuple[str, np.ndarray]] = []  # (id, clip) of the batch being prepared
 
     def load(batch: Batch) -> list[np.ndarray]:
-        current[:] = [str(m.get("source_id", i)) for i, m in enumerate(batch.metadata)]
-        return load_clips(batch)
+        clips = load_clips(batch)
+        current[:] = [(str(m.get("source_id", i)), c) for i, (m, c) in enumerate(zip(batch.metadata, clips))]
+        return clips
+
+    def first_segment_tokens(clip: np.ndarray, frames: int) -> torch.Tensor:
+        # What the offline preprocessing script encoded: the clip's first segment, crop start 0.
+        audio, lengths = prep.collate([clip])
+        audio, lengths = p.resample(audio, lengths, p.cfg.source_sample_rate, p.cfg.sample_rate)
+        segment = frames * p.codec.hop
+        cropped, _ = p.apply_crops(p.to_mono(audio), np.array([[0, segment]]), lengths)
+        return encode(cropped)[0]
 
     def encode_tokens(cropped: np.ndarray) -> torch.Tensor:
-        # Bug: the token cache is keyed by the clip's id only, not (id, crop start, length): once
-        # a clip has been encoded, every later crop of it gets the codes of the first crop.
-        keys = current[: len(cropped)]
-        missing = [i for i, key in enumerate(keys) if key not in cache]
-        if missing:
-            for i, codes in zip(missing, encode(cropped[missing])):  # [K, F] each
-                cache[keys[i]] = codes.clone()
-        return torch.stack([cache[key] for key in keys])  # [B, K, F]
+        # Bug: tokens come from a cache precomputed offline by id, for each clip's first segment,
+        # while the loader crops at random: every crop that does not start at 0 is trained on the
+        # codes of other audio. The cache is keyed by the clip id only, not (id, crop).
+        frames = p.codec.frames(cropped.shape[-1])
+        codes = []
+        for key, clip in current[: len(cropped)]:
+            if key not in cache:
+                cache[key] = first_segment_tokens(clip, frames)
+            codes.append(cache[key])
+        return torch.stack(codes)  # [B, K, F]
 
     p.load_clips = load  # type: ignore[method-assign]
     p.encode_tokens = encode_tokens  # type: ignore[method-assign]

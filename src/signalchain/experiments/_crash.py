@@ -1,0 +1,44 @@
+"""Whose exception is it? A crash in the pipeline's code is a finding about the pipeline; a crash in
+signalchain's own code is `internal.check_failed`. Either way the report goes on."""
+
+from __future__ import annotations
+
+import os
+import traceback
+
+from ..findings import Finding, Severity, check_failed
+
+__all__ = ["crash_origin", "crash_finding"]
+
+_OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _is_library(path: str) -> bool:
+    return "site-packages" in path or "/lib/python3" in path or path.startswith("<")
+
+
+def crash_origin(exc: BaseException) -> tuple[str, str] | None:
+    """("user", file:line) when the innermost non-library frame is the pipeline's code, else None.
+
+    Library frames (torch, numpy, the standard library) are skipped: what matters is whose code
+    called them. signalchain's own frames (but for the bundled reference, a user of the API) mean
+    the crash is ours.
+    """
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if _is_library(frame.filename):
+            continue
+        ours = frame.filename.startswith(_OWN) and "/reference/" not in frame.filename
+        return None if ours else ("user", f"{frame.filename}:{frame.lineno}")
+    return None
+
+
+def crash_finding(name: str, exc: BaseException) -> Finding:
+    """A family that raised: inside the pipeline's code it is a finding about the pipeline."""
+    origin = crash_origin(exc)
+    if origin is not None:
+        where = origin[1]
+        return Finding("pipeline.step_failed", Severity.ERROR, None,
+                       f"the pipeline raised {type(exc).__name__} at {where} during the {name} family: {exc}",
+                       {"traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]},
+                       hint="the step itself fails; fix this exception first", check=f"doctor.{name}")
+    return check_failed(f"doctor.{name}", exc)
