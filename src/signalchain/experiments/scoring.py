@@ -75,6 +75,9 @@ def run_one(spec: str, fault: str | None, seed: int, budget: str, families: Sequ
     from ..pipeline import ProtocolView, load_pipeline
     from .doctor import run_doctor
 
+    import warnings
+
+    warnings.filterwarnings("ignore")  # a faulty pipeline's own warnings are not our output
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     pipeline = load_pipeline(spec)
@@ -107,6 +110,10 @@ def score_catalogue(spec: str, faults: Sequence[dict[str, Any]], control_seeds: 
     workers = workers or max(1, min(os.cpu_count() or 1, 8))
     jobs: dict[Any, tuple[str, Any]] = {}
     ctx = mp.get_context("spawn")  # fresh interpreters: no inherited torch thread pools
+    # One BLAS thread per worker: with several workers on few cores, OpenBLAS/OpenMP threads fight
+    # each other (a codec encode went from 0.02 s to 1.7 s). Spawned workers read this at import.
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
         for row in rows:
             symptom = row.symptom if by_symptom else None
