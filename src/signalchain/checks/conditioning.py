@@ -1,0 +1,342 @@
+"""Judge the condition on the data side, stage by stage: metadata → caption → pairing with the audio
+→ condition dropout → condition tokens, and whether the captions say anything about the targets.
+
+Every judge reads a `ConditionData` (the golden batch and some training batches, traced up to the
+condition embedding) and returns findings; none trains or reads a file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import numpy as np
+from scipy.stats import binomtest
+
+from ..findings import Finding
+from .base import make
+from .results_conditioning import ConditionBatch, ConditionData
+
+__all__ = ["words", "judge_empty", "judge_truncated", "judge_unknown_tokens", "judge_metadata", "judge_pairing",
+           "judge_dropout", "judge_unseen_words", "association", "relationship", "judge_relationship",
+           "CAPTION_CHECKS"]
+
+CHECK = "checks.conditioning"
+_PUNCTUATION = re.compile(r"[^\w\s]")
+
+
+def words(text: str) -> list[str]:
+    """Lower-case words without punctuation: how captions are compared here (not how they are tokenised)."""
+    return _PUNCTUATION.sub(" ", str(text).lower()).split()
+
+
+def _meta_texts(meta: dict) -> dict[str, str]:
+    """The text-valued fields of one metadata record (lists of strings joined)."""
+    out = {}
+    for key, value in meta.items():
+        if isinstance(value, str):
+            out[key] = value
+        elif isinstance(value, (list, tuple)) and value and all(isinstance(v, str) for v in value):
+            out[key] = " ".join(value)
+    return out
+
+
+def _description_fields(data: ConditionData) -> dict[str, float]:
+    """Metadata fields that read like a description: several words, different for most examples.
+    Returns field -> mean word count."""
+    values: dict[str, list[str]] = {}
+    for b in data.batches:
+        for m in b.metadata or []:
+            for k, v in _meta_texts(m).items():
+                values.setdefault(k, []).append(v)
+    return {k: float(np.mean([len(words(v)) for v in vs])) for k, vs in values.items()
+            if len(vs) >= 4 and np.mean([len(words(v)) for v in vs]) >= 4 and len(set(vs)) >= 0.5 * len(vs)}
+
+
+def _kept_rows(b: ConditionBatch) -> list[int]:
+    """Rows that condition dropout did not replace by the null condition."""
+    return [i for i in range(len(b.captions)) if b.dropped is None or i >= len(b.dropped) or not b.dropped[i]]
+
+
+def judge_empty(data: ConditionData) -> list[Finding]:
+    """Captions that are empty, or non-empty captions whose condition tokens are all padding."""
+    caps = data.captions
+    if not caps:
+        return []
+    empty = sum(1 for c in caps if not c.strip())
+    if empty / len(caps) > 0.1:
+        fields = _description_fields(data)
+        where = f"; metadata field {max(fields, key=fields.get)!r} holds {max(fields.values()):.0f}-word texts" if fields else ""
+        return [make("caption.empty", "error" if empty / len(caps) >= 0.5 else "warning", "caption",
+                     f"{empty} of {len(caps)} captions are empty before condition dropout{where}: those examples "
+                     "train as the unconditional (null) condition", CHECK,
+                     hint="check which metadata key the caption is read from (e.g. info.get('caption', '') when the "
+                          "sidecar says 'description'); fail loudly on a missing key instead of defaulting to ''",
+                     empty=empty, total=len(caps), description_fields=sorted(fields))]
+    blank, considered = 0, 0
+    for b in data.batches:
+        if b.mask is None:
+            continue
+        for i in _kept_rows(b):
+            if b.captions[i].strip() and i < len(b.mask):
+                considered += 1
+                blank += int(not b.mask[i].any())
+    if considered and blank / considered > 0.1:
+        return [make("caption.empty", "error" if blank / considered >= 0.5 else "warning", "condition.tokens",
+                     f"{blank} of {considered} non-empty captions become condition tokens with no real token "
+                     "(an all-False condition mask)", CHECK,
+                     hint="run the tokenizer on one caption and print ids and mask; a wrong text field, a lower-"
+                          "casing or normalisation step that empties the text, or an inverted mask",
+                     blank=blank, considered=considered)]
+    return []
+
+
+def judge_truncated(data: ConditionData) -> list[Finding]:
+    """Captions that lose words on the way to the condition tokens: more words than token slots (a
+    max length), or far fewer real tokens than words (the text was cut before tokenising). Subword
+    tokenizers give at least one token per word, so fewer tokens than words means words were lost."""
+    full, short, considered, lengths, tokens, example = 0, 0, 0, [], [], ""
+    slots = 0
+    for b in data.batches:
+        if b.mask is None:
+            continue
+        L = int(b.max_len or b.mask.shape[1])
+        slots = max(slots, L)
+        for i in _kept_rows(b):
+            n_words, n_tokens = len(words(b.captions[i])), int(b.mask[i].sum()) if i < len(b.mask) else 0
+            if n_words == 0 or i >= len(b.mask):
+                continue
+            considered += 1
+            at_limit = n_tokens >= L and n_words > L
+            lost = n_tokens < 0.75 * n_words and n_words - n_tokens >= 2
+            if at_limit or lost:
+                full += at_limit
+                short += not at_limit
+                lengths.append(n_words)
+                tokens.append(n_tokens)
+                example = example or f"{n_tokens} tokens for {b.captions[i]!r}"
+    cut = full + short
+    if not considered or cut / considered < 0.1:
+        return []
+    why = (f"fill all {slots} condition token slots" if full >= short else
+           f"keep only {min(tokens)}-{max(tokens)} real condition tokens")
+    return [make("caption.truncated", "error" if cut / considered >= 0.5 else "warning", "condition.tokens",
+                 f"{cut} of {considered} captions {why} while having {min(lengths)}-{max(lengths)} words (median "
+                 f"{int(np.median(lengths))}): only part of each caption reaches the encoder (e.g. {example})", CHECK,
+                 hint=(f"raise the tokenizer's max length above the longest caption (now {slots}); check it is not a "
+                       "setting copied from a tag-conditioning config") if full >= short else
+                      "the caption is cut before tokenising (a character limit, a split on the first comma, a "
+                      "display helper); tokenise the whole caption",
+                 truncated=cut, considered=considered, max_len=slots, words_min=min(lengths), words_max=max(lengths))]
+
+
+def judge_unknown_tokens(data: ConditionData) -> list[Finding]:
+    """Many different words that all become one id: the vocabulary lookup fails (every word is <unk>)."""
+    ids, vocab = [], set()
+    for b in data.batches:
+        if b.ids is None:
+            continue
+        mask = b.mask if b.mask is not None else b.ids != 0
+        for i in _kept_rows(b):
+            if i < len(b.ids):
+                ids += b.ids[i][mask[i]].tolist()
+                vocab |= set(words(b.captions[i]))
+    if len(ids) < 20 or len(vocab) < 3:
+        return []
+    top, count = Counter(ids).most_common(1)[0]
+    share, distinct = count / len(ids), len(set(ids))
+    if share < 0.5 or distinct >= max(2.0, 0.2 * len(vocab)):
+        return []
+    return [make("condition.tokens_unknown", "error" if share >= 0.9 else "warning", "condition.tokens",
+                 f"{100 * share:.0f}% of the {len(ids)} real condition tokens are the same id {top}, while the captions "
+                 f"use {len(vocab)} different words ({distinct} distinct ids in all): the words are not found in the "
+                 "vocabulary and become the unknown token", CHECK,
+                 hint="check the vocabulary file is the word -> id table (not id -> word), matches this tokenizer, and "
+                      "that words are normalised (case, punctuation) as when the vocabulary was built",
+                 top_id=int(top), share=share, distinct_ids=distinct, distinct_words=len(vocab))]
+
+
+def judge_metadata(data: ConditionData) -> list[Finding]:
+    """Captions that carry almost no information (a handful of distinct values for many examples), and
+    what the metadata offers instead."""
+    rows = [(c, m) for b in data.batches for c, m in zip(b.captions, b.metadata or [{}] * len(b.captions)) if c.strip()]
+    if len(rows) < 16:
+        return []
+    distinct = len({c for c, _ in rows})
+    if distinct > 0.25 * len(rows):
+        return []
+    mean_words = float(np.mean([len(words(c)) for c, _ in rows]))
+    copies = Counter(k for c, m in rows for k, v in _meta_texts(m).items() if words(v) == words(c))
+    source = copies.most_common(1)[0][0] if copies and copies.most_common(1)[0][1] >= 0.8 * len(rows) else None
+    fields = _description_fields(data)
+    keys = sorted({k for _, m in rows for k in m})
+    copied = f", copied from metadata field {source!r}" if source else ""
+    if fields:
+        best = max(fields, key=fields.get)
+        return [make("condition.metadata_missing", "warning", "caption",
+                     f"{len(rows)} captions take only {distinct} distinct values ({mean_words:.1f} words on average"
+                     f"{copied}) although metadata field {best!r} holds {fields[best]:.0f}-word descriptions", CHECK,
+                     hint=f"build the caption from {best!r}; the model cannot follow attributes its captions never name",
+                     distinct=distinct, examples=len(rows), source_field=source, description_fields=sorted(fields))]
+    if not keys:
+        return [make("condition.metadata_missing", "warning", "caption",
+                     f"{len(rows)} captions take only {distinct} distinct values ({mean_words:.1f} words on average) "
+                     "and no metadata is tapped to tell where they come from", CHECK,
+                     hint="tap('metadata', records) beside the captions; a caption this generic cannot carry the "
+                          "attributes a prompt asks for", distinct=distinct, examples=len(rows))]
+    return [make("condition.metadata_missing", "warning", "metadata",
+                 f"{len(rows)} captions take only {distinct} distinct values ({mean_words:.1f} words on average{copied}); "
+                 f"no metadata field holds a description (fields: {', '.join(keys)})", CHECK,
+                 hint="the intended condition is not in the metadata: check the sidecar reader keeps every field (an "
+                      "old schema, a whitelist of keys), or regenerate the metadata with descriptions",
+                 distinct=distinct, examples=len(rows), source_field=source, fields=keys)]
+
+
+def judge_pairing(data: ConditionData) -> list[Finding]:
+    """Within a batch each caption should agree with its own example's metadata better than with another's."""
+    bad, considered, example = 0, 0, ""
+    for b in data.batches:
+        if not b.metadata or len(b.metadata) != len(b.captions):
+            continue
+        meta_words = [set(words(" ".join(_meta_texts(m).values()))) for m in b.metadata]
+        for i, caption in enumerate(b.captions):
+            w = set(words(caption))
+            if not w:
+                continue
+            score = [len(w & mw) / len(w) for mw in meta_words]
+            others = max((s for j, s in enumerate(score) if j != i), default=0.0)
+            considered += 1
+            if others >= score[i] + 0.2:
+                bad += 1
+                example = example or (f"{b.source} row {i}: {caption!r} matches row {int(np.argmax(score))}'s metadata "
+                                      f"({100 * max(score):.0f}% of its words) better than its own ({100 * score[i]:.0f}%)")
+    if bad < 2 or bad / max(considered, 1) < 0.2:
+        return []
+    return [make("caption.mismatch", "error" if bad / considered >= 0.3 else "warning", "caption",
+                 f"{bad} of {considered} captions match another example's metadata better than their own: captions "
+                 f"and examples are paired wrongly ({example})", CHECK,
+                 hint="a sort, shuffle or filter applied to the audio and metadata but not to the caption list (or "
+                      "the reverse); build captions from each example's own record inside __getitem__",
+                 mismatched=bad, considered=considered)]
+
+
+def judge_dropout(data: ConditionData) -> list[Finding]:
+    """The share of conditions dropped over many batches against the configured rate (binomial test)."""
+    flags = [b.dropped for b in data.batches if b.dropped is not None]
+    rates = [b.rate for b in data.batches if b.rate is not None]
+    if not flags:
+        return []
+    n, k = sum(len(f) for f in flags), int(sum(int(f.sum()) for f in flags))
+    if n < 16:
+        return []
+    if not rates:
+        if k / n <= 0.5:
+            return []
+        return [make("condition.dropout_rate", "warning", "condition.dropped",
+                     f"condition dropout removed {k} of {n} captions ({100 * k / n:.0f}%): most examples train "
+                     "unconditionally", CHECK, hint="classifier-free guidance usually drops 10-20%; tap "
+                     "`condition.dropped` with rate= to have it compared", dropped=k, total=n)]
+    rate = rates[0]
+    pvalue = float(binomtest(k, n, rate).pvalue)
+    if pvalue >= 1e-3 or abs(k / n - rate) <= 0.05:
+        return []
+    more = k / n > rate
+    return [make("condition.dropout_rate", "error" if more else "warning", "condition.dropped",
+                 f"condition dropout removed {k} of {n} captions ({100 * k / n:.0f}%) but is configured at "
+                 f"{100 * rate:.0f}% (binomial p = {pvalue:.1e})", CHECK,
+                 hint="check the comparison draws `rng.random() < p` (an inverted `>` keeps only p), that the rate "
+                      "is not applied twice (dataset and model), and that it is the probability of dropping, not of keeping"
+                 if more else "dropout applies less than configured: the unconditional branch guidance needs is "
+                              "barely trained; check the rate reaches the code that drops",
+                 dropped=k, total=n, configured=rate, observed=k / n, pvalue=pvalue)]
+
+
+def judge_unseen_words(data: ConditionData) -> list[Finding]:
+    """Prompt words that never occur in the training captions ask for what was never trained."""
+    if len(data.training_captions) < 16 or not data.prompts:
+        return []
+    seen = {w for c in data.training_captions for w in words(c)}
+    prompt_words = [w for c in data.prompts for w in words(c) if not w.isdigit()]  # numbers are values, not words
+    unseen = [w for w in prompt_words if w not in seen]
+    distinct = sorted(set(unseen))
+    if not prompt_words or len(distinct) < 2 or len(unseen) / len(prompt_words) < 0.05:
+        return []
+    return [make("condition.unseen_words", "warning", "condition.tokens",
+                 f"{len(unseen)} of {len(prompt_words)} prompt words ({100 * len(unseen) / len(prompt_words):.0f}%) never "
+                 f"occur in {len(data.training_captions)} training captions (from {data.training_source}): "
+                 f"{', '.join(repr(w) for w in distinct[:12])}", CHECK,
+                 hint="the model was never trained to represent these attributes; caption the training data with them "
+                      "(same captioner and vocabulary as the prompts) or drop them from the prompts",
+                 unseen=distinct, unseen_share=len(unseen) / len(prompt_words), training_captions=len(data.training_captions))]
+
+
+def association(row_words: list[set[str]], features: np.ndarray, permutations: int = 200) -> dict[str, float] | None:
+    """How strongly caption words predict a feature matrix, against random pairings.
+
+    For each word in enough captions, the largest standardised difference of any feature between
+    examples with and without it; the statistic is the mean of the three largest. Recomputed with
+    the captions permuted, it gives a z-score: near 0 when captions say nothing about the features.
+    """
+    keep = [i for i, f in enumerate(features) if np.isfinite(f).all()]
+    n = len(keep)
+    if n < 16:
+        return None
+    F = features[keep].astype(np.float64)
+    F = F[:, F.std(axis=0) > 1e-9]
+    if F.shape[1] == 0:
+        return None
+    F = (F - F.mean(axis=0)) / F.std(axis=0)
+    counts = Counter(w for i in keep for w in row_words[i])
+    vocab = sorted(w for w, c in counts.items() if max(3, 0.05 * n) <= c <= n - 3)
+    if len(vocab) < 2:
+        return None
+    X = np.array([[w in row_words[i] for w in vocab] for i in keep], dtype=np.float64)  # [n, V]
+
+    def stat(X: np.ndarray) -> float:
+        n1 = X.sum(axis=0)[:, None]
+        d = (X.T @ F / n1 - (1 - X).T @ F / (n - n1)) / np.sqrt(1 / n1 + 1 / (n - n1))  # [V, F]
+        return float(np.sort(np.abs(d).max(axis=1))[-3:].mean())
+
+    rng = np.random.default_rng(0)
+    null = np.array([stat(X[rng.permutation(n)]) for _ in range(permutations)])
+    observed = stat(X)
+    return {"z": float((observed - null.mean()) / max(null.std(), 1e-9)), "observed": observed,
+            "null_mean": float(null.mean()), "examples": n, "words": len(vocab)}
+
+
+def relationship(data: ConditionData) -> dict[str, dict[str, float]]:
+    """Caption words against the audio and against the target tokens they are paired with."""
+    out = {}
+    for view, attr in (("audio", "audio_features"), ("targets", "token_features")):
+        rows, feats = [], []
+        for b in data.batches:
+            f = getattr(b, attr)
+            if f is not None and len(f) == len(b.captions):
+                rows += [set(words(c)) for c in b.captions]
+                feats.append(f)
+        if feats:
+            a = association(rows, np.concatenate(feats))
+            if a is not None:
+                out[view] = a
+    return out
+
+
+def judge_relationship(data: ConditionData, measured: dict[str, dict[str, float]] | None = None) -> list[Finding]:
+    """No caption word predicts the audio or the targets better than random pairings: nothing to learn."""
+    views = measured if measured is not None else relationship(data)
+    if not views or max(v["z"] for v in views.values()) >= 3.0:
+        return []
+    n = max(int(v["examples"]) for v in views.values())
+    strong = n >= 32 and max(v["z"] for v in views.values()) < 2.0
+    told = ", ".join(f"word-{k} z = {v['z']:.1f}" for k, v in views.items())
+    return [make("condition.no_relationship", "error" if strong else "warning", "caption",
+                 f"caption words predict the paired {' and '.join(views)} no better than random pairings ({told} over "
+                 f"{n} examples; a caption that describes its audio gives z well above 3)", CHECK,
+                 hint="captions and audio are joined wrongly (by row position after a shuffle, by a stale id map); "
+                      "listen to a few examples beside their captions (`signalchain inspect`) and check the join key",
+                 **{f"z_{k}": v["z"] for k, v in views.items()}, examples=n)]
+
+
+CAPTION_CHECKS = (judge_empty, judge_truncated, judge_unknown_tokens, judge_metadata, judge_pairing, judge_dropout,
+                  judge_unseen_words)
+

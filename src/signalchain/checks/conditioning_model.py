@@ -1,0 +1,230 @@
+"""Judge the condition on the model side: the embedding (collapsed?), its use by the fusion (do the
+logits move with the caption?), gradient reach into the conditioning path, and guidance at generation.
+
+`prior` arguments are the findings made earlier in the family: a stage already known to be broken
+explains what follows it, and only the earliest stage is blamed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..findings import Finding
+from .base import make
+from .results_conditioning import (
+    ConditionBatch,
+    ConditionData,
+    ConditionGrads,
+    CondParam,
+    GuidanceProbe,
+    Sensitivity,
+)
+
+__all__ = ["judge_collapse", "judge_sensitivity", "judge_condition_grads", "judge_guidance", "caption_sensitive",
+           "fusion_silent"]
+
+CHECK = "checks.conditioning"
+UPSTREAM = ("caption.empty", "condition.tokens_unknown", "condition.collapsed")  # the embedding cannot vary
+MOVES = 1e-3  # a relative change this large is a real response to the caption
+STILL = 1e-6  # and this small is none (float rounding)
+WAKES = 1e-5  # after a few updates a zero-initialised gate moves the logits this much at least (measured
+# 6e-5 on the reference with a zero gate; a fusion that ignores the condition stays at rounding, 2e-7)
+
+
+def _blocked(prior: list[Finding] | None) -> list[str]:
+    return sorted({f.id for f in prior or [] if f.id in UPSTREAM and f.severity.value == "error"})
+
+
+def _pair_distances(b: ConditionBatch) -> tuple[list[float], int, int]:
+    """Relative distances |E_i - E_j| / mean(|E_i|, |E_j|) over the positions real in both, for every pair of
+    kept rows with different condition tokens; and how many such rows there are, and how many are all zero."""
+    E = b.embedding
+    if E is None or b.ids is None or len(E) != len(b.captions):
+        return [], 0, 0
+    valid = (b.mask if b.mask is not None and b.mask.shape == E.shape[:2] else np.ones(E.shape[:2], dtype=bool))
+    kept = [i for i in range(len(E)) if (b.dropped is None or not b.dropped[i]) and valid[i].any()]
+    rows = list({tuple(b.ids[i].tolist()): i for i in kept}.values())  # one row per distinct token row
+    zero = sum(1 for i in rows if not np.abs(E[i][valid[i]]).max() > 0)
+    out = []
+    for a, i in enumerate(rows):
+        for j in rows[a + 1:]:
+            both = valid[i] & valid[j]
+            if E.shape[1] == 1 or not both.any():
+                both = np.ones(E.shape[1], dtype=bool) if E.shape[1] == 1 else both
+            x, y = E[i][both], E[j][both]
+            scale = (np.linalg.norm(x) + np.linalg.norm(y)) / 2
+            if scale > 0:
+                out.append(float(np.linalg.norm(x - y) / scale))
+    return out, len(rows), zero
+
+
+def judge_collapse(data: ConditionData, prior: list[Finding] | None = None) -> list[Finding]:
+    """Different captions must give different condition embeddings (compared position by position)."""
+    if _blocked(prior):
+        return []
+    distances: list[float] = []
+    considered = zero = 0
+    for b in data.batches:
+        d, n, z = _pair_distances(b)
+        distances += d
+        considered += n
+        zero += z
+    if considered >= 3 and zero == considered:
+        return [make("condition.collapsed", "error", "condition.embedding",
+                     f"the condition embedding is all zeros for every one of {considered} distinct captions", CHECK,
+                     hint="the encoder output is masked or multiplied away; print the embedding of one caption",
+                     distinct_captions=considered)]
+    if len(distances) < 3 or float(np.median(distances)) >= MOVES:
+        return []
+    return [make("condition.collapsed", "error", "condition.embedding",
+                 f"different captions give the same condition embedding: relative distance between rows median "
+                 f"{np.median(distances):.1e}, largest {max(distances):.1e} over {len(distances)} pairs of distinct "
+                 "captions (a fresh encoder gives order 1)", CHECK,
+                 hint="look for a reduction over the batch axis (mean(dim=0) where dim=1 was meant), a cached or "
+                      "constant embedding, or an encoder whose output ignores its input ids",
+                 median_distance=float(np.median(distances)), max_distance=max(distances), pairs=len(distances))]
+
+
+def caption_sensitive(s: Sensitivity | None) -> bool:
+    """Whether the logits respond to the caption at all."""
+    return s is not None and s.error is None and any(v > MOVES for v in s.logits_change.values() if math.isfinite(v))
+
+
+def fusion_silent(s: Sensitivity | None) -> bool:
+    """The embedding moved with the caption but the logits did not move at all."""
+    if s is None or s.error is not None or s.rows == 0:
+        return False
+    moved = [k for k, v in s.logits_change.items() if math.isfinite(v) and s.embedding_change.get(k, 1.0) > MOVES]
+    return bool(moved) and max(s.logits_change[k] for k in moved) <= STILL
+
+
+def judge_sensitivity(s: Sensitivity, prior: list[Finding] | None = None, trained: Sensitivity | None = None) -> list[Finding]:
+    """The embedding changes with the caption; the logits must change too, or the fusion ignores it.
+
+    `trained`: the same measurement after a few updates. A fusion whose gate starts at zero ignores
+    the condition at initialisation by design and responds once trained; a broken one never does.
+    """
+    if s.error is not None or s.rows == 0 or _blocked(prior):
+        return []
+    responds = trained is not None and any(v > WAKES for v in trained.logits_change.values() if math.isfinite(v))
+    if fusion_silent(s) and trained is not None and responds:
+        return [make("condition.unused", "info", "logits",
+                     f"a fresh model's logits ignore the caption but respond after {trained.steps} updates (logit change "
+                     f"{max(trained.logits_change.values()):.2g}): a fusion gate that starts at zero, as designed",
+                     CHECK, logits_change=trained.logits_change)]
+    emb = {k: v for k, v in s.embedding_change.items() if math.isfinite(v)}
+    # Only alternatives whose embedding moved say anything about the fusion (no embedding tap: assume it moved).
+    logit = {k: v for k, v in s.logits_change.items() if math.isfinite(v) and emb.get(k, 1.0) > MOVES}
+    if not logit:
+        return []  # the embedding itself did not move: the earlier stages speak for that
+    told = "; ".join(f"{k}: embedding {100 * emb[k]:.0f}%, logits {v:.2g}" if k in emb else f"{k}: logits {v:.2g}"
+                     for k, v in logit.items())
+    if max(logit.values()) <= STILL:
+        return [make("condition.unused", "error", "logits",
+                     f"replacing the caption changes the condition embedding but not the logits ({told}; relative "
+                     f"changes over {s.rows} rows): the model does not use the condition tensor", CHECK,
+                     hint="follow the embedding into the fusion: an inverted attention/key-padding mask (True meaning "
+                          "'ignore' in one API and 'attend' in another), a condition that is never passed to the "
+                          "blocks, or a gate initialised and kept at zero",
+                     embedding_change=emb, logits_change=logit, rows=s.rows)]
+    other, null = logit.get("other caption"), logit.get("null caption")
+    if other is not None and null is not None and other <= STILL and null > MOVES:
+        return [make("condition.unused", "warning", "logits",
+                     f"the logits react to removing the caption but not to replacing it by another ({told}): the "
+                     "model uses whether a condition is present, not what it says", CHECK,
+                     hint="the fusion reads only the condition mask or a per-batch summary; check what reaches the "
+                          "cross-attention keys and values", embedding_change=emb, logits_change=logit, rows=s.rows)]
+    return []
+
+
+def _names(params: list[CondParam]) -> str:
+    """The top-level modules these tensors belong to, with counts: "text_encoder ×17, null_cond"."""
+    counts: dict[str, int] = {}
+    for q in params:
+        top = q.name.split(".", 1)[0]
+        counts[top] = counts.get(top, 0) + 1
+    return ", ".join(f"{m} ×{n}" if n > 1 else m for m, n in counts.items())
+
+
+def judge_condition_grads(g: ConditionGrads, prior: list[Finding] | None = None) -> list[Finding]:
+    """Frozen at initialisation, computed without autograd, or cut from the loss. A condition the
+    fusion does not use (`condition.unused` in `prior`) gets no gradient as a consequence."""
+    if not g.params:
+        return []
+    out: list[Finding] = []
+    frozen = [q for q in g.params if not q.requires_grad]
+    if frozen:
+        gains = [q for q in frozen if q.ndim == 1]
+        untouched = [q for q in gains if q.constant]
+        share = sum(q.numel for q in frozen) / sum(q.numel for q in g.params)
+        if len(frozen) == len(g.params) or (gains and len(untouched) >= 0.5 * len(gains)):
+            why = ("the whole conditioning path, fusion included, is frozen" if len(frozen) == len(g.params) else
+                   f"{len(untouched)} of its {len(gains)} frozen biases and norm gains are still constant, as initialised: "
+                   "it was never trained")
+            out.append(make("condition.encoder_frozen", "error", "condition.embedding",
+                            f"{len(frozen)} conditioning tensors ({100 * share:.0f}% of its values: {_names(frozen)}) have "
+                            f"requires_grad=False and {why}", CHECK,
+                            hint="freeze only a pretrained encoder (MusicGen's T5); one trained from scratch must learn: "
+                                 "remove the requires_grad_(False) copied from a pretrained recipe",
+                            frozen=[q.name for q in frozen][:30], constant=len(untouched), share=share))
+        else:
+            out.append(make("condition.encoder_frozen", "info", "condition.embedding",
+                            f"{len(frozen)} conditioning tensors are frozen and look pretrained (their biases and norm "
+                            "gains are not at initial values)", CHECK, hint="expected for a frozen pretrained text encoder",
+                            frozen=[q.name for q in frozen][:30]))
+    if not g.loss_has_graph:
+        return out
+    cut = [q for q in g.params if q.grad == "none"]
+    if not cut:
+        return out
+    if g.embedding_requires_grad is False:
+        out.append(make("condition.no_grad", "error", "condition.embedding",
+                        f"condition.embedding has requires_grad=False although {len(cut)} trainable tensors of the "
+                        f"conditioning path ({_names(cut)}) should produce it: it is computed without autograd", CHECK,
+                        hint="the encoder runs under torch.no_grad() (or its output is detached); use "
+                             "torch.set_grad_enabled(finetune) so a trainable encoder keeps its graph",
+                        parameters=[q.name for q in cut][:30]))
+    elif g.embedding_requires_grad and g.embedding_grad == "none" and any(
+            f.id == "condition.unused" and f.severity.value == "error" for f in prior or []):
+        pass  # the logits do not use the condition, so no gradient comes back: condition.unused says so
+    elif g.embedding_requires_grad and g.embedding_grad == "none":
+        out.append(make("condition.no_grad", "error", "grad",
+                        f"condition.embedding has a graph but the loss sends it no gradient: {len(cut)} conditioning "
+                        f"tensors ({_names(cut)}) get none — the fusion uses a detached copy of it", CHECK,
+                        hint="look for cond.detach() (or a cached condition) where the model builds its keys/values; "
+                             "detach only in the generation path, never when training",
+                        parameters=[q.name for q in cut][:30]))
+    else:
+        out.append(make("condition.no_grad", "warning", "grad",
+                        f"{len(cut)} trainable conditioning tensors get no gradient ({_names(cut)})", CHECK,
+                        hint="they are not on the path from the condition to the loss: unused, or cut by a detach",
+                        parameters=[q.name for q in cut][:30]))
+    return out
+
+
+def judge_guidance(p: GuidanceProbe, s: Sensitivity | None) -> list[Finding]:
+    """The model responds to the caption, so generation with the configured sampling must too."""
+    if p.error is not None or not p.changed or not caption_sensitive(s):
+        return []
+    null, other = p.changed.get("null caption", 1.0), p.changed.get("other caption", 1.0)
+    if null > 0 or other > 0:
+        return []
+    plain = p.changed.get("null caption, guidance 1")
+    if plain is not None and plain == 0:
+        return [make("condition.unused", "error", "generation",
+                     f"generation ignores the caption: {p.tokens} generated tokens are identical for the true, another "
+                     "and the empty caption, even with guidance 1, although the model's logits depend on it", CHECK,
+                     hint="the generation path does not pass the caption to the model (empty or cached conditions)",
+                     tokens=p.tokens)]
+    if plain is None:
+        detail = f"(forcing guidance 1 failed: {p.override_error})"
+    else:
+        detail = f"while with guidance 1 the empty caption changes {100 * plain:.0f}% of them"
+    return [make("generation.guidance_off", "error" if plain else "warning", "generation",
+                 f"with the configured sampling, {p.tokens} generated tokens are identical for the true, another and "
+                 f"the empty caption {detail}: the guidance coefficient cancels the condition", CHECK,
+                 hint="in AudioCraft's uncond + cfg_coef * (cond - uncond), 0 keeps only the unconditional logits and "
+                      "1 means no guidance (diffusers' 'guidance 0 = off' does not carry over); use about 3",
+                 tokens=p.tokens, changed=p.changed)]

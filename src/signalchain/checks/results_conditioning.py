@@ -1,0 +1,93 @@
+"""Plain records of what the conditioning experiments measured. Experiments fill them; checks judge them.
+
+The condition is traced stage by stage, so each record holds one stage's observations:
+`ConditionBatch` (caption, metadata, dropout, tokens, embedding of one batch), `ConditionData` (many
+batches plus the words seen in training), `Sensitivity` (logits when the caption is swapped),
+`ConditionGrads` (gradient reach into the conditioning path) and `GuidanceProbe` (generation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ConditionBatch", "ConditionData", "Sensitivity", "CondParam", "ConditionGrads", "GuidanceProbe"]
+
+
+@dataclass
+class ConditionBatch:
+    """One batch seen up to its condition embedding (the model's outputs are never computed)."""
+
+    source: str  # "golden" or "loader"
+    captions: list[str]
+    metadata: list[dict[str, Any]] | None = None
+    dropped: np.ndarray | None = None  # [B] bool, the `condition.dropped` tap
+    rate: float | None = None  # the configured dropout rate (tap meta `rate=`)
+    ids: np.ndarray | None = None  # [B, L] int, `condition.tokens`
+    mask: np.ndarray | None = None  # [B, L] bool, `condition.mask` (True = real token)
+    max_len: int | None = None  # tap meta of `condition.tokens`
+    embedding: np.ndarray | None = None  # [B, L, D] `condition.embedding` ([B, 1, D] for a pooled one)
+    audio_features: np.ndarray | None = None  # [B, F] descriptors of the cropped audio (NaN rows: too short)
+    token_features: np.ndarray | None = None  # [B, F] descriptors of the target tokens (NaN rows: empty)
+
+
+@dataclass
+class ConditionData:
+    batches: list[ConditionBatch]
+    training_captions: list[str] = field(default_factory=list)  # what the model trains on
+    training_source: str = ""  # where training_captions came from ("loader", "training_examples()")
+    prompts: list[str] = field(default_factory=list)  # the evaluation prompts (the golden captions)
+
+    @property
+    def captions(self) -> list[str]:
+        return [c for b in self.batches for c in b.captions]
+
+
+@dataclass
+class Sensitivity:
+    """How much the condition embedding and the logits move when the caption is replaced.
+
+    Changes are relative: embedding |ΔE| / |E| per row, logits mean |ΔL| / std(L) per row, over the
+    rows whose caption really changed and that condition dropout did not already empty.
+    """
+
+    rows: int
+    embedding_change: dict[str, float]  # "other caption" / "null caption" -> largest row change
+    logits_change: dict[str, float]
+    error: str | None = None
+    steps: int = 0  # updates on the golden batch before measuring (0: a fresh model)
+
+
+@dataclass
+class CondParam:
+    name: str
+    numel: int
+    requires_grad: bool
+    ndim: int
+    grad: str  # "ok", "zero", "none" (no gradient reached it) or "frozen"
+    constant: bool  # a 1-D tensor whose values are all equal: a bias or norm gain never trained
+
+
+@dataclass
+class ConditionGrads:
+    params: list[CondParam]
+    loss_has_graph: bool
+    embedding_requires_grad: bool | None  # None: the pipeline does not tap `condition.embedding`
+    embedding_grad: str  # "ok", "zero", "none", or "n/a"
+
+
+@dataclass
+class GuidanceProbe:
+    """Generated tokens for the same batch and sampling seed with different captions.
+
+    `changed[x]` is the share of generated tokens that differ from those of the true captions when
+    the captions are replaced by x; "null (guidance 1)" repeats the null comparison with guidance
+    forced to 1 (conditional logits only), to tell a cancelling guidance from a dropped caption.
+    """
+
+    tokens: int
+    changed: dict[str, float]
+    override_error: str | None = None
+    error: str | None = None
