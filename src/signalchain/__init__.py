@@ -16,6 +16,7 @@ __all__ = [
     "Finding",
     "Golden",
     "GoldenFileError",
+    "Monitor",
     "Pipeline",
     "PipelineError",
     "Severity",
@@ -34,3 +35,11 @@ __all__ = [
     "save_golden",
     "tap",
 ]
+
+
+def __getattr__(name: str) -> object:  # `Monitor` imports torch: load it on first use, keep `import signalchain` light
+    if name == "Monitor":
+        from .monitor import Monitor
+
+        return Monitor
+    raise AttributeError(f"module 'signalchain' has no attribute {name!r}")

@@ -69,13 +69,12 @@ def run_one(spec: str, fault: str | None, seed: int, budget: str, families: Sequ
             symptom: str | None) -> dict[str, Any]:
     """One doctor run in a worker process; returns plain data."""
     import time
+    import warnings
 
     import torch
 
     from ..pipeline import ProtocolView, load_pipeline
     from .doctor import run_doctor
-
-    import warnings
 
     warnings.filterwarnings("ignore")  # a faulty pipeline's own warnings are not our output
     torch.set_num_threads(1)

@@ -1,1 +1,5 @@
 """Layer 3: live, cheap, in-loop measurements and triggers."""
+
+from .monitor import Monitor, NonFiniteError
+
+__all__ = ["Monitor", "NonFiniteError"]

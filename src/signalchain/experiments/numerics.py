@@ -1,0 +1,114 @@
+"""The numerics family's experiment: a few updates under the cheap trigger, the locator when it fires.
+
+Before anything runs, the model and optimizer state are scanned (a resumed checkpoint may bring
+NaN with it). Then each update is checked the way the Monitor checks a user's loop — loss finite,
+gradients finite before the optimizer step, parameters finite after it — and the first update that
+fails is restored from its snapshot and replayed under the locator. Most runs never fire, and then
+the family costs a few plain updates.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from ..checks.results_numerics import NumericsReport
+from ._seed import seed_everything
+from ._train import update_step
+from .context import Context
+from .locate import locate
+from .state import Snapshot, scan_state
+
+__all__ = ["measure_numerics", "StepProbe", "numerics_report_of"]
+
+_SHARED = "_numerics_report"  # kept on the Context so that the precision family can reuse the replay
+
+
+def numerics_report_of(ctx: Context) -> NumericsReport | None:
+    """This doctor run's numerics report, if the numerics family ran (the precision family reuses its
+    replay of update 0 instead of paying for it again: a float16 step on a CPU is slow)."""
+    return ctx.__dict__.get(_SHARED)
+
+
+class StepProbe:
+    """What one update shows for almost nothing: the tapped loss and grad norm, the gradients' finiteness
+    right before the optimizer step, and the scale (a falling scale = a skipped step)."""
+
+    def __init__(self, optimizer: Any):
+        self.loss: float | None = None
+        self.grad_norm: float | None = None
+        self.grads_finite: bool | None = None
+        self._handle = optimizer.register_step_pre_hook(self._pre_step)
+
+    def tap(self, stage: str, value: Any, /, **meta: Any) -> Any:
+        if stage in ("loss", "grad.norm"):
+            try:
+                v = float(value.detach().float()) if isinstance(value, torch.Tensor) else float(value)
+            except (TypeError, ValueError, RuntimeError):
+                return value
+            if stage == "loss" and self.loss is None:
+                self.loss = v
+            elif stage == "grad.norm":
+                self.grad_norm = v
+        return value
+
+    def _pre_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        grads = [q.grad for g in optimizer.param_groups for q in g["params"] if q.grad is not None]
+        if grads:
+            norms = torch._foreach_norm(grads)
+            self.grads_finite = bool(torch.isfinite(torch.stack(norms).sum()))
+
+    def close(self) -> None:
+        self._handle.remove()
+
+
+def _params_finite(model: torch.nn.Module) -> bool:
+    with torch.no_grad():
+        return all(math.isfinite(float(q.sum(dtype=torch.float32))) for q in model.parameters())
+
+
+def measure_numerics(ctx: Context) -> NumericsReport:
+    p = ctx.pipeline
+    model = ctx.fresh_model()
+    optimizer = p.build_optimizer(model)
+    scaler = getattr(p, "scaler", None)
+    report = NumericsReport(before=scan_state(model, optimizer, 0), after=None, updates=0, losses=[], grad_norms=[])
+    batch = ctx.batch()
+    for k in range(ctx.budget.numerics_steps):
+        snap = Snapshot.take(model, optimizer, scaler)
+        scale = float(scaler.get_scale()) if scaler is not None else None
+        probe = StepProbe(optimizer)
+        seed_everything(ctx.seed)
+        try:
+            out = update_step(p, model, optimizer, batch, probe.tap)
+            loss = probe.loss if probe.loss is not None else float(out.loss.detach().float())
+            trigger = None
+            if not math.isfinite(loss):
+                trigger = "loss"
+            elif probe.grads_finite is False or (scale is not None and float(scaler.get_scale()) < scale):
+                trigger = "grad"
+            elif not _params_finite(model):
+                trigger = "state"
+            report.losses.append(loss)
+            if probe.grad_norm is not None:
+                report.grad_norms.append(probe.grad_norm)
+        except Exception as exc:  # the step refused its input (a codec rejecting NaN audio): replay it
+            trigger, report.error = "error", f"{type(exc).__name__}: {exc}"
+        finally:
+            probe.close()
+        report.updates = k + 1
+        if trigger is not None:
+            report.trigger, report.trigger_step = trigger, k
+            ctx.say(f"numerics: {trigger} check fired at update {k}; replaying it under the locator")
+
+            def restore(snap: Snapshot = snap) -> None:
+                snap.restore(model, optimizer, scaler)
+                seed_everything(ctx.seed)
+
+            report.locate = locate(p, model, batch, optimizer, restore=restore)
+            break
+    report.after = scan_state(model, optimizer, report.updates)
+    ctx.__dict__[_SHARED] = report
+    return report

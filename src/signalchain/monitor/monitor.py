@@ -1,0 +1,243 @@
+"""`Monitor`: an always-on finiteness check for a training loop, and the locator when it fires.
+
+    monitor = signalchain.Monitor(model, optimizer, replay=lambda m, b: loss_fn(m(b.x), b.y))
+    for batch in loader:
+        with monitor.step(batch):
+            loss = loss_fn(model(batch.x), batch.y)
+            loss.backward()
+            if monitor.check(loss):  # before optimizer.step: False = non-finite, skip the update
+                optimizer.step()
+            optimizer.zero_grad()
+    print(monitor.findings)
+
+Per step it keeps a reference to the batch and the RNG states, and `check` tests the loss and the
+total gradient norm (one fused norm over the gradients): well under 3 % of a step. Only when the
+check fails does it replay the step — the weights are still the ones the step used, because the
+check runs before `optimizer.step` — under the op-level locator, and turn what it finds into
+findings. With `snapshot=True` it also keeps the model and optimizer state from before the update
+(a copy per step), so that an update that writes NaN into the weights can be replayed as well.
+
+It never breaks the loop it watches: anything that goes wrong inside it becomes a finding, unless
+`strict=True`, in which case a non-finite step raises `NonFiniteError` after it has been located.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import math
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from ..checks.base import make
+from ..checks.numerics import judge_locate
+from ..checks.results_numerics import LocateReport
+from ..errors import SignalchainError
+from ..experiments.locate import locate
+from ..experiments.state import Snapshot, scan_state
+from ..findings import Finding, Severity, check_failed
+
+__all__ = ["Monitor", "NonFiniteError"]
+
+log = logging.getLogger("signalchain")
+CHECK = "monitor"
+SKIP_WINDOW = 8  # steps before a skip rate is judged (a GradScaler skips a few while its scale settles)
+
+
+class NonFiniteError(SignalchainError):
+    """A monitored step went non-finite and the monitor is strict."""
+
+
+class Monitor:
+    """Watch a training loop for non-finite losses, gradients and weights; locate the first bad op.
+
+    model, optimizer: what the loop trains. scaler: its GradScaler, if any (skipped steps are counted,
+    not treated as NaN). replay: `fn(model, batch) -> loss` recomputing the step's loss (no backward),
+    needed to locate; `pipeline`: a signalchain Pipeline, used for the replay when `replay` is None.
+    snapshot: keep the pre-update state every step, to replay an update that poisons the weights.
+    scan_every: scan the weights for non-finite values every N steps (0: never). locate: replay on
+    failure. strict: raise `NonFiniteError` on a non-finite step. on_finding: called with each finding
+    (default: a warning on the "signalchain" logger).
+    """
+
+    def __init__(self, model: torch.nn.Module, optimizer: Any = None, *, scaler: Any = None,
+                 replay: Callable[[torch.nn.Module, Any], Any] | None = None, pipeline: Any = None,
+                 snapshot: bool = False, scan_every: int = 0, locate: bool = True, strict: bool = False,
+                 on_finding: Callable[[Finding], None] | None = None):
+        self.model, self.optimizer, self.scaler = model, optimizer, scaler
+        self.replay, self.pipeline = replay, pipeline
+        self.snapshot, self.scan_every, self.locate_on_failure, self.strict = snapshot, scan_every, locate, strict
+        self.on_finding = on_finding or (lambda f: log.warning("%s @ %s: %s", f.id, f.stage, f.message))
+        self.findings: list[Finding] = []
+        self.steps = 0
+        self.fired: list[int] = []  # steps whose check failed
+        self.skipped = 0  # steps the scaler skipped
+        self.losses: list[float] = []
+        self.reports: list[LocateReport] = []
+        self._batch: Any = None
+        self._rng: Snapshot | None = None
+        self._state: Snapshot | None = None  # before this step's update (snapshot=True)
+        self._checked = False
+        self._scale: float | None = None
+
+    # ---- the loop's side ------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def step(self, batch: Any = None) -> Iterator[Monitor]:
+        """Wrap one training step (forward, backward, `check`, update)."""
+        self._guard(self._begin, batch)
+        try:
+            yield self
+        finally:
+            self._guard(self._end)
+
+    def check(self, loss: Any, grad_norm: Any = None) -> bool:
+        """Call after backward and before `optimizer.step`. True when the loss and the gradients are finite."""
+        try:
+            return self._check(loss, grad_norm)
+        except NonFiniteError:
+            raise
+        except Exception as exc:  # never break the loop we watch
+            if self.strict:
+                raise
+            self._add(check_failed(CHECK, exc))
+            return True
+
+    # ---- internals ------------------------------------------------------------------------------
+
+    def _guard(self, fn: Callable[..., None], *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception as exc:
+            if self.strict:
+                raise
+            self._add(check_failed(CHECK, exc))
+
+    def _add(self, finding: Finding) -> None:
+        self.findings.append(finding)
+        try:
+            self.on_finding(finding)
+        except Exception:
+            pass
+
+    def _begin(self, batch: Any) -> None:
+        self._batch, self._checked = batch, False
+        # RNG only (a few microseconds); the weights need no copy: `check` runs before they change.
+        self._rng = Snapshot.take(self.model, self.optimizer, None, weights=self.snapshot)
+        self._state = self._rng if self.snapshot else None
+        if self.scaler is not None:
+            self._scale = float(self.scaler.get_scale())
+
+    def _end(self) -> None:
+        self.steps += 1
+        if self.scaler is not None and self._scale is not None:
+            scale = float(self.scaler.get_scale())
+            if scale < self._scale:
+                self.skipped += 1
+                self._judge_skips(scale)
+        if self.scan_every and self.steps % self.scan_every == 0:
+            self._scan()
+
+    def _judge_skips(self, scale: float) -> None:
+        """Skipping most steps, or a scale below 1: the run trains on nothing (said once each)."""
+        said = {f.id for f in self.findings}
+        if "amp.steps_skipped" not in said and self.steps >= SKIP_WINDOW and self.skipped / self.steps >= 0.5:
+            self._add(make("amp.steps_skipped", "error", "optimizer", f"the gradient scaler skipped {self.skipped} of "
+                           f"{self.steps} steps; the scale is now {scale:g}", CHECK,
+                           hint="run `signalchain doctor --family precision` on the pipeline: it names the op that "
+                                "overflows and whether the gradients are finite at scale 1",
+                           skipped=self.skipped, steps=self.steps, scale=scale))
+        if "amp.scale_collapse" not in said and scale < 1.0:
+            self._add(make("amp.scale_collapse", "error", "optimizer", f"the loss scale fell to {scale:g} after "
+                           f"{self.skipped} skipped steps of {self.steps}: the gradients are non-finite at any scale",
+                           CHECK, hint="find the op that makes the gradient NaN: Monitor(replay=...) locates it",
+                           skipped=self.skipped, steps=self.steps, scale=scale))
+
+    def _check(self, loss: Any, grad_norm: Any) -> bool:
+        self._checked = True
+        value = float(loss.detach().float()) if isinstance(loss, torch.Tensor) else float(loss)
+        self.losses.append(value)
+        if grad_norm is None:
+            grads = [q.grad for q in self.model.parameters() if q.grad is not None]
+            norm = float(torch.stack(torch._foreach_norm(grads)).norm()) if grads else 0.0
+        else:
+            norm = float(grad_norm)
+        if math.isfinite(value) and (math.isfinite(norm) or self.scaler is not None):
+            return True  # with a scaler, an overflowing scaled gradient is the scaler's to skip
+        self.fired.append(self.steps)
+        what = "loss" if not math.isfinite(value) else "gradient norm"
+        report = self._locate() if self.locate_on_failure else None
+        found = judge_locate(report) if report is not None else []
+        if not found:
+            found = [make("nonfinite.loss" if what == "loss" else "nonfinite.first", "error", "loss" if what == "loss" else None,
+                          f"step {self.steps}: the {what} is not finite (loss {value}, gradient norm {norm})", CHECK,
+                          hint="pass replay= (or pipeline=) to the Monitor to locate the first non-finite op",
+                          step=self.steps)]
+        said = {(f.id, f.stage) for f in self.findings}
+        for f in found:  # a run that stays broken says so once; `fired` counts the steps
+            if (f.id, f.stage) not in said:
+                self._add(dataclasses.replace(f, evidence={**f.evidence, "step": self.steps}))
+        if self.strict:
+            raise NonFiniteError(f"step {self.steps}: {found[0].id} @ {found[0].stage}: {found[0].message}")
+        return False
+
+    def _replay_fn(self) -> Callable[[torch.nn.Module, Any], Any] | None:
+        if self.replay is not None:
+            return self.replay
+        if self.pipeline is not None:
+            return lambda model, batch: self.pipeline.step(model, batch, lambda s, v, **m: v)
+        return None
+
+    def _locate(self, with_update: bool = False, state: Snapshot | None = None) -> LocateReport | None:
+        """Replay the step from its start under the locator, then put everything back as it was."""
+        fn = self._replay_fn()
+        if fn is None or self._rng is None:
+            return None
+        now = Snapshot.take(self.model, self.optimizer, self.scaler)  # the loop's state, restored after
+        grads = {n: q.grad.clone() for n, q in self.model.named_parameters() if q.grad is not None}
+        start = state or self._rng
+
+        def restore() -> None:
+            if state is not None:
+                state.restore(self.model, self.optimizer)
+            else:
+                self.model.zero_grad(set_to_none=True)
+                start.restore_rng()
+
+        try:
+            if self.pipeline is not None and self.replay is None:
+                report = locate(self.pipeline, self.model, self._batch, self.optimizer if with_update else None,
+                                restore=restore)
+            else:
+                report = locate(None, self.model, self._batch, self.optimizer if with_update else None,
+                                restore=restore, step=fn)
+        finally:
+            now.restore(self.model, self.optimizer, self.scaler)
+            with torch.no_grad():
+                for n, q in self.model.named_parameters():
+                    q.grad = grads.get(n)
+        self.reports.append(report)
+        return report
+
+    def _scan(self) -> None:
+        scan = scan_state(self.model, self.optimizer, self.steps)
+        bad = [i for i in scan.issues if i.problem == "nonfinite" and i.where != "optimizer"]
+        if not bad or any(f.id == "nonfinite.state" for f in self.findings):
+            return
+        report = self._locate(with_update=True, state=self._state) if (self.snapshot and self._state) else None
+        found = [f for f in judge_locate(report) if f.stage == "optimizer"] if report is not None else []
+        if not found:
+            found = [make("nonfinite.state", "error", "optimizer",
+                          f"after step {self.steps}, {len(bad)} parameters hold non-finite values: "
+                          f"{', '.join(i.name for i in bad[:4])}", CHECK,
+                          hint="run with Monitor(snapshot=True, scan_every=1) to replay the update that wrote them",
+                          tensors=[i.name for i in bad])]
+        for f in found:
+            self._add(f)
+
+    def summary(self) -> dict[str, Any]:
+        return {"steps": self.steps, "fired": self.fired, "skipped": self.skipped,
+                "errors": sum(1 for f in self.findings if f.severity == Severity.ERROR)}

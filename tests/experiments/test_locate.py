@@ -1,0 +1,254 @@
+"""The locator: replay a step under the op-level watch and name the first op that made a non-finite value.
+
+Bugs are written here, each differently from the catalogue's, on the reference pipeline (through
+`ProtocolView`, so nothing but the protocol is visible) and on a tiny pipeline of our own.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+from signalchain import StepOutput, tap
+from signalchain.checks.numerics import judge_locate
+from signalchain.checks.numerics_causes import likely_cause
+from signalchain.experiments.locate import locate
+from signalchain.experiments.state import Snapshot
+from signalchain.pipeline import ProtocolView
+from signalchain.reference import RefConfig, ReferencePipeline
+
+torch.set_num_threads(1)
+SMALL = RefConfig(batch_size=4, segment_seconds=1.0, dim=64, layers=1, warmup_steps=1)
+
+
+def replay(pipeline, seed: int = 0, update: bool = False):
+    p = ProtocolView(pipeline)
+    batch = p.golden_batch(seed)
+    model = p.build_model(seed)
+    opt = p.build_optimizer(model) if update else None
+    snap = Snapshot.take(model, opt, getattr(p, "scaler", None))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return locate(p, model, batch, opt, restore=lambda: snap.restore(model, opt))
+
+
+def first_born(report):
+    return next(e for e in report.events if e.kind == "born")
+
+
+# ---- bugs written for these tests ---------------------------------------------------------------
+
+class TokenPriorPenalty(ReferencePipeline):
+    """A 'token prior' regulariser computed without gradient: sum(f log f) over code frequencies —
+    0·log 0 = NaN for every code that never occurs. The loss is NaN, yet no backward op returns NaN."""
+
+    def compute_loss(self, logits, targets, mask):
+        loss, per_codebook = super().compute_loss(logits, targets, mask)
+        with torch.no_grad():
+            freq = torch.bincount(targets.flatten(), minlength=logits.shape[-1]).float() / targets.numel()
+            penalty = (freq * freq.log()).sum()
+        return loss + 0.01 * penalty, per_codebook
+
+
+class PeakNormalisedCondition(ReferencePipeline):
+    """The condition divided by its per-slot peak: masked slots are all zero, 0 / 0."""
+
+    def condition(self, model, batch, tap):
+        cond, mask = super().condition(model, batch, lambda s, v, **m: v)
+        cond = cond / cond.abs().amax(-1, keepdim=True)
+        tap("condition.embedding", cond)
+        return cond, mask
+
+
+class ProximalPenalty(ReferencePipeline):
+    """A proximal term: the per-position L2 distance of the logits to a frozen copy of themselves,
+    written by hand as sqrt(sum of squares). The forward is finite (sqrt 0 = 0); the backward of the
+    sqrt divides by 0 and 0 · inf = NaN reaches every head. (torch.linalg.norm would guard it.)"""
+
+    def compute_loss(self, logits, targets, mask):
+        loss, per_codebook = super().compute_loss(logits, targets, mask)
+        distance = (logits - logits.detach()).float().pow(2).sum(-1).sqrt()  # [B, K, T], all 0
+        return loss + 0.1 * distance.mean(), per_codebook
+
+
+class NanOutsideMask(ReferencePipeline):
+    """AudioCraft's way: logits filled with NaN where the loss mask is False, loss on valid positions only."""
+
+    def compute_loss(self, logits, targets, mask):
+        ce = nn.functional.cross_entropy(logits[mask].float(), targets[mask])
+        return ce, ce.repeat(targets.shape[1])
+
+    def step(self, model, batch, tap=lambda s, v, **m: v):
+        def filling_tap(stage, value, **meta):
+            return tap(stage, value, **meta)
+
+        out = super().step(model, batch, self._fill(filling_tap))
+        return out
+
+    def _fill(self, tap):
+        state = {}
+
+        def t(stage, value, **meta):
+            if stage == "logits":
+                state["logits"] = value
+                return value
+            if stage == "mask.loss":
+                filled = state["logits"].masked_fill(~value[..., None], float("nan"))
+                tap("logits", filled)
+            return tap(stage, value, **meta)
+
+        return t
+
+
+class RefusesNaN(ReferencePipeline):
+    """Divides by a per-example scale that is 0 for a silent example, then refuses the NaN and raises."""
+
+    def condition(self, model, batch, tap):
+        cond, mask = super().condition(model, batch, tap)
+        scale = torch.zeros(cond.shape[0], 1, 1)
+        cond = cond / scale
+        if not torch.isfinite(cond).all():
+            raise ValueError("condition is not finite")
+        return cond, mask
+
+
+# ---- tests --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(5))
+def test_clean_reference_has_no_first_nonfinite_value(seed: int) -> None:
+    report = replay(ReferencePipeline(SMALL), seed)
+    assert report.error is None and report.grads_nonfinite == []
+    assert [e for e in report.events if e.kind != "fill"] == []  # -inf attention masks are deliberate fills
+    assert judge_locate(report) == []
+
+
+def test_a_forward_nan_that_detect_anomaly_misses_is_located() -> None:
+    p = TokenPriorPenalty(SMALL)
+    model = p.build_model(0)
+    batch = p.golden_batch(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with torch.autograd.detect_anomaly(check_nan=True):
+            loss = p.step(model, batch).loss
+            loss.backward()  # no backward op returns NaN: detect_anomaly stays silent
+    assert torch.isnan(loss)
+    report = replay(TokenPriorPenalty(SMALL))
+    ev = first_born(report)
+    assert ev.op == "aten.log.default" and ev.phase == "forward" and ev.stage == "loss"
+    assert likely_cause(ev)[0] == "log_domain"
+    ids = {(f.id, f.stage) for f in judge_locate(report)}
+    assert ("nonfinite.first", "loss") in ids and ("nonfinite.loss", "loss") in ids
+
+
+def test_division_by_zero_in_the_forward_is_named_with_its_stage() -> None:
+    report = replay(PeakNormalisedCondition(SMALL))
+    ev = first_born(report)
+    assert ev.op.startswith("aten.div") and ev.stage == "condition.embedding" and ev.module == ""
+    assert ev.location and ev.location.endswith(".py:" + ev.location.rsplit(":", 1)[1])
+    assert likely_cause(ev)[0] == "division_by_zero"
+    (first, *_) = judge_locate(report)
+    assert first.id == "nonfinite.first" and first.stage == "condition.embedding" and "division by zero" in first.message
+
+
+def test_a_nan_born_in_the_backward_is_named_by_its_forward_op() -> None:
+    report = replay(ProximalPenalty(SMALL))
+    assert all(s.nan + s.inf == 0 for s in report.stages)  # the forward is finite
+    ev = first_born(report)
+    assert ev.phase == "backward" and "sqrt" in (ev.forward_op or "")
+    assert ev.stage == "loss" and likely_cause(ev)[0] == "division_by_zero"
+    assert any(n.startswith("heads.") for n in report.grads_nonfinite)
+    (first,) = judge_locate(report)
+    assert (first.id, first.stage) == ("nonfinite.first", "loss") and "backward" in first.message
+
+
+def test_nan_only_outside_the_loss_mask_is_not_an_error() -> None:
+    report = replay(NanOutsideMask(SMALL))
+    logits = report.stage("logits")
+    assert logits.nan > 0 and logits.masked_out_only
+    assert report.loss is not None and report.loss == report.loss
+    assert judge_locate(report) == []
+
+
+def test_a_step_that_raises_after_the_nan_keeps_what_came_before() -> None:
+    report = replay(RefusesNaN(SMALL))
+    assert report.error and "condition is not finite" in report.error
+    ev = first_born(report)
+    assert ev.op.startswith("aten.div") and ev.inputs[1]["zero_fraction"] == 1.0
+    assert "condition.embedding" in [s.name for s in report.stages]
+    assert judge_locate(report)[0].id == "nonfinite.first"
+
+
+def test_an_update_that_writes_nan_is_located_in_the_optimizer() -> None:
+    class ZeroEpsAdam(ReferencePipeline):  # not the catalogue's: Adam built with eps=0 and no weight decay
+        def build_optimizer(self, model):
+            return torch.optim.Adam(model.parameters(), lr=1e-3, eps=0.0)
+
+    report = replay(ZeroEpsAdam(SMALL), update=True)
+    ev = first_born(report)
+    assert ev.phase == "optimizer" and ev.stage == "optimizer" and ev.target in report.params_nonfinite_after
+    assert likely_cause(ev)[0] == "huge_update"
+    assert judge_locate(report)[0].id == "nonfinite.state"
+
+
+# ---- a pipeline of our own, far from the reference ------------------------------------------------
+
+class TinyPipeline:
+    name = "tiny"
+
+    def __init__(self, bug: str | None = None):
+        self.bug = bug
+
+    def golden_batch(self, seed):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(6, 5, generator=g)
+        x[2] = 0.0  # a constant example: its std is 0
+        return {"x": x, "y": torch.randint(0, 3, (6,), generator=g)}
+
+    def build_model(self, seed):
+        torch.manual_seed(seed)
+        return nn.Sequential(nn.Linear(5, 8), nn.Tanh(), nn.Linear(8, 3))
+
+    def build_optimizer(self, model):
+        return torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def step(self, model, batch, tap=tap):
+        x = batch["x"]
+        std = x.std(-1, keepdim=True)
+        x = (x - x.mean(-1, keepdim=True)) / (std if self.bug == "std" else std + 1e-5)
+        tap("features", x)
+        logits = tap("logits", model(x))
+        if self.bug == "exp":
+            logits = logits * torch.exp(torch.tensor(120.0))
+        loss = tap("loss", nn.functional.cross_entropy(logits, batch["y"]))
+        return StepOutput(loss=loss, logits=logits)
+
+
+@pytest.mark.parametrize("bug, op, stage, cause", [("std", "div", "features", "division_by_zero"),
+                                                    ("exp", "exp", "loss", "exp_overflow")])
+def test_tiny_pipeline_bugs_are_located(bug: str, op: str, stage: str, cause: str) -> None:
+    p = TinyPipeline(bug)
+    model = p.build_model(0)
+    report = locate(p, model, p.golden_batch(0))
+    ev = first_born(report)
+    assert ev.op.startswith(f"aten.{op}") and ev.stage == stage and likely_cause(ev)[0] == cause
+
+
+def test_a_nan_the_code_repairs_in_place_is_transient() -> None:
+    """torch's own norm backward divides by a zero norm, then masks the NaN away: not a finding."""
+    class NormPenalty(ReferencePipeline):
+        def compute_loss(self, logits, targets, mask):
+            loss, per_codebook = super().compute_loss(logits, targets, mask)
+            return loss + 0.0 * (logits - logits.detach()).float().norm(), per_codebook
+
+    report = replay(NormPenalty(SMALL))
+    assert [e.kind for e in report.events if e.phase == "backward"] == ["transient"]
+    assert report.grads_nonfinite == [] and judge_locate(report) == []
+
+
+def test_tiny_pipeline_clean_is_silent() -> None:
+    p = TinyPipeline()
+    report = locate(p, p.build_model(0), p.golden_batch(0))
+    assert report.events == [] and judge_locate(report) == []

@@ -1,0 +1,151 @@
+"""`signalchain.Monitor` in a user's own loop: silent when healthy, locating when not, never breaking it."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import signalchain
+from signalchain import Monitor, tap
+from signalchain.monitor import NonFiniteError
+
+torch.set_num_threads(1)
+
+
+class Net(nn.Module):
+    def __init__(self, bug: str | None = None):
+        super().__init__()
+        self.bug = bug
+        self.enc = nn.Linear(6, 16)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.bug == "rsqrt":  # a hand-written RMS normalisation without eps: an all-zero row -> 0 * inf
+            x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True))
+        x = tap("features", x)
+        return self.head(torch.tanh(self.enc(x)))
+
+
+def batches(n: int, zero_row_at: int | None = None):
+    g = torch.Generator().manual_seed(0)
+    for i in range(n):
+        x = torch.randn(8, 6, generator=g)
+        if i == zero_row_at:
+            x[3] = 0.0  # a silent example
+        yield x, torch.randint(0, 4, (8,), generator=g)
+
+
+def loss_fn(model: nn.Module, batch) -> torch.Tensor:
+    x, y = batch
+    return tap("loss", nn.functional.cross_entropy(model(x), y))
+
+
+def train(model: nn.Module, monitor: Monitor, data, opt) -> list[bool]:
+    ok = []
+    for batch in data:
+        with monitor.step(batch):
+            loss = loss_fn(model, batch)
+            loss.backward()
+            ok.append(monitor.check(loss))
+            if ok[-1]:
+                opt.step()
+            opt.zero_grad()
+    return ok
+
+
+def make(bug: str | None = None):
+    torch.manual_seed(0)
+    model = Net(bug)
+    return model, torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def test_monitor_is_public_and_silent_on_a_healthy_loop() -> None:
+    assert "Monitor" in signalchain.__all__ and signalchain.Monitor is Monitor
+    model, opt = make()
+    mon = Monitor(model, opt, replay=loss_fn)
+    assert train(model, mon, batches(5), opt) == [True] * 5
+    assert mon.findings == [] and mon.summary() == {"steps": 5, "fired": [], "skipped": 0, "errors": 0}
+
+
+def test_monitor_locates_the_first_bad_op_and_leaves_the_loop_state_alone() -> None:
+    model, opt = make("rsqrt")
+    mon = Monitor(model, opt, replay=loss_fn, on_finding=lambda f: None)
+    ok = train(model, mon, batches(4, zero_row_at=2), opt)
+    assert ok == [True, True, False, True] and mon.fired == [2]
+    first = next(f for f in mon.findings if f.id == "nonfinite.first")
+    assert first.stage == "features" and first.evidence["op"] == "aten.rsqrt.default"
+    assert first.evidence["module"] == "" and first.evidence["step"] == 2
+    assert any(f.id == "nonfinite.loss" for f in mon.findings)
+    assert all(bool(torch.isfinite(q).all()) for q in model.parameters())  # the update was skipped
+
+
+def test_without_a_replay_the_monitor_still_reports_the_step() -> None:
+    model, opt = make("rsqrt")
+    mon = Monitor(model, opt, on_finding=lambda f: None)
+    train(model, mon, batches(3, zero_row_at=1), opt)
+    (f,) = mon.findings
+    assert f.id == "nonfinite.loss" and f.evidence["step"] == 1 and "replay=" in f.hint
+
+
+def test_strict_monitor_raises_after_locating() -> None:
+    model, opt = make("rsqrt")
+    mon = Monitor(model, opt, replay=loss_fn, strict=True, on_finding=lambda f: None)
+    with pytest.raises(NonFiniteError, match="step 0: nonfinite.first @ features"):
+        train(model, mon, batches(1, zero_row_at=0), opt)
+
+
+def test_monitor_failures_become_findings_not_exceptions() -> None:
+    model, opt = make()
+
+    def broken_callback(f):
+        raise RuntimeError("logging is down")
+
+    mon = Monitor(model, opt, replay=loss_fn, on_finding=broken_callback)
+    with mon.step(None):
+        assert mon.check("not a loss") is True  # the loop goes on
+    assert [f.id for f in mon.findings] == ["internal.check_failed"]
+
+
+class SignSGD(torch.optim.Optimizer):
+    """A hand-written sign update, g / |g|: 0 / 0 = NaN wherever a gradient is exactly 0."""
+
+    def __init__(self, params, lr: float = 0.01):
+        super().__init__(params, {"lr": lr})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for q in group["params"]:
+                if q.grad is not None:
+                    q.add_(q.grad / q.grad.abs(), alpha=-group["lr"])
+
+
+def test_snapshot_replays_an_update_that_poisons_the_weights() -> None:
+    model, _ = make()
+    opt = SignSGD(model.parameters())
+    mon = Monitor(model, opt, replay=loss_fn, snapshot=True, scan_every=1, on_finding=lambda f: None)
+    data = [(x.index_fill(1, torch.tensor([5]), 0.0), y) for x, y in batches(2)]  # a feature that is always 0
+    train(model, mon, data, opt)
+    state = next(f for f in mon.findings if f.id == "nonfinite.state")
+    assert state.stage == "optimizer" and state.evidence["phase"] == "optimizer"
+    assert state.evidence["target"] == "enc.weight.grad" and state.evidence["cause"] == "huge_update"
+    assert "exact zeros" in state.message
+
+
+def test_monitor_counts_skipped_steps_of_a_scaler() -> None:
+    model, _ = make()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**60)  # scaled float16 gradients overflow
+    mon = Monitor(model, opt, scaler=scaler, replay=loss_fn, on_finding=lambda f: None)
+    for batch in batches(10):
+        with mon.step(batch):
+            with torch.autocast("cpu", dtype=torch.float16):
+                loss = loss_fn(model, batch)
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            assert mon.check(loss)  # an overflowing scaled gradient is the scaler's to skip
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad()
+    assert mon.skipped >= 8 and [f.id for f in mon.findings] == ["amp.steps_skipped"]
