@@ -59,6 +59,12 @@ class GenerationResult:
     frames_generated: int  # valid leading frames of codes, the prompt included
     stopped: bool  # True when the silence stop condition ended generation early
     prompt_frames: int = 0
+    # What the sampler saw, frame-aligned like `codes` ([B, K, T, C], NaN where nothing was sampled:
+    # prompt frames and frames after a stop): the logits it sampled from (after guidance) and, when
+    # guided, the conditional and null-condition logits they were mixed from. Kept for diagnosis.
+    logits: Tensor | None = None
+    cond_logits: Tensor | None = None
+    uncond_logits: Tensor | None = None
 
 
 def sample_next(
@@ -120,6 +126,7 @@ def generate(
     silent_run = torch.zeros(B, dtype=torch.long, device=device)  # trailing silent frames per row
     frames, stopped = T, False
     codebooks = torch.arange(K, device=device)
+    seen = torch.full((3 if guided else 1, B, K, S, C), float("nan"), device=device)  # sampler's logits per step
 
     was_training = model.training
     model.eval()
@@ -133,6 +140,8 @@ def generate(
             if guided:
                 cond_logits, uncond_logits = logits.chunk(2, dim=0)
                 logits = uncond_logits + cfg.cfg_coef * (cond_logits - uncond_logits)
+                seen[1:, :, :, s] = torch.stack([cond_logits, uncond_logits]).float()
+            seen[0, :, :, s] = logits.float()
             tokens = sample_next(logits.reshape(B * K, C), cfg, generator).view(B, K)
             write = to_sample[:, s]  # [K]
             pattern[:, write, s] = tokens[:, write]
@@ -151,7 +160,14 @@ def generate(
     codes = revert_delay_pattern(pattern).clone()  # [B, K, T]
     if stopped:  # later frames are partly sampled (finer codebooks lag); replace them all
         codes[:, :, frames:] = silence.view(1, K, 1)
-    return GenerationResult(codes=codes, frames_generated=frames, stopped=stopped, prompt_frames=P)
+    seen[:, :, ~to_sample] = float("nan")  # [K, S] mask over dims 2, 3: specials and prompt codes were not sampled
+    frame_logits = revert_delay_pattern(seen.flatten(0, 1)).unflatten(0, (seen.shape[0], B)).clone()  # [*, B, K, T, C]
+    if stopped:
+        frame_logits[:, :, :, frames:] = float("nan")
+    return GenerationResult(codes=codes, frames_generated=frames, stopped=stopped, prompt_frames=P,
+                            logits=frame_logits[0],
+                            cond_logits=frame_logits[1] if guided else None,
+                            uncond_logits=frame_logits[2] if guided else None)
 
 
 def _check_prompt(

@@ -60,8 +60,17 @@ class OutputRoute:
                 result = self.sample_codes(model, cond, cond_mask, cfg)
         finally:
             model.train(was_training)
+        # What a user's generate can log too: the settings it actually used and what the sampler saw.
+        used = {"greedy": cfg.greedy, "temperature": cfg.temperature, "top_k": cfg.top_k, "top_p": cfg.top_p,
+                "cfg_coef": cfg.cfg_coef, "max_frames": cfg.max_frames,
+                "stop_after_silence_frames": cfg.stop_after_silence_frames}
         tap("generation.tokens", result.codes, cardinality=self.codec.cardinality,
-            frames_generated=result.frames_generated, stopped=result.stopped)
+            frames_generated=result.frames_generated, stopped=result.stopped,
+            prompt_frames=result.prompt_frames, sampling=used)
+        for stage, logits in (("generation.logits", result.logits), ("generation.logits.cond", result.cond_logits),
+                              ("generation.logits.uncond", result.uncond_logits)):
+            if logits is not None:
+                tap(stage, logits)  # [B, K, T, C], NaN where nothing was sampled
         return result
 
     def sample_codes(self, model: Any, cond: torch.Tensor, cond_mask: torch.Tensor,

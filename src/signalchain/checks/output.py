@@ -1,0 +1,188 @@
+"""Judge the output route: generated tokens → decoder → amplitude scaling → file → player.
+
+Each finding is blamed on the first hop where the sound goes wrong: `generation` (invalid tokens,
+tokens that spell silence), `audio.decoded` (a decoder fed the wrong layout, silence out of sound
+tokens), `audio.written` (scale, clipping, rate, subtype, a header a player misreads). The
+file-level judge also serves `signalchain listen` on any audio file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..findings import Finding
+from ..stats import SILENCE_DBFS
+from .base import make
+
+__all__ = ["FileReport", "DecoderProbe", "RouteReport", "judge_file", "judge_route", "judge_decoder",
+           "LOW_BIT_SUBTYPES"]
+
+CHECK = "checks.output"
+LOW_BIT_SUBTYPES = {"PCM_U8": 8, "PCM_S8": 8, "ULAW": 8, "ALAW": 8, "IMA_ADPCM": 4, "MS_ADPCM": 4, "DWVW_12": 12,
+                    "DWVW_16": 16, "DPCM_8": 8, "G721_32": 4, "G723_24": 3}
+SCALED_DB = 30.0  # written this much quieter than decoded: a wrong conversion, not a normalisation
+CLIP_SHARE = 0.01
+FAR_SHARE = 0.5  # share of a one-frame change that the decoder puts far from that frame
+
+
+@dataclass
+class FileReport:
+    """One audio file as a player reads it (filled by experiments.output.measure_file)."""
+
+    path: str
+    error: str | None = None
+    sample_rate: int | None = None
+    subtype: str | None = None
+    format: str | None = None
+    channels: int = 0
+    frames: int = 0
+    stats: dict[str, Any] = field(default_factory=dict)  # stats.audio_example_summary of the content
+    denormal_share: float = 0.0  # nonzero samples below 1e-30: int data read as float
+    reread: dict[str, Any] | None = None  # the data bytes read as 16-bit PCM when the header says float
+
+
+@dataclass
+class DecoderProbe:
+    """Decode real tokens, then the same tokens with one frame changed: how far does the change reach?"""
+
+    frames: int
+    changed: list[int]
+    far_share: float | None  # share of the spectral difference beyond `window` frames of the change
+    window: int
+    error: str | None = None
+
+
+@dataclass
+class RouteReport:
+    tokens_shape: list[int]
+    cardinality: int | None
+    invalid: int  # generated tokens outside [0, cardinality)
+    special: list[int]  # the out-of-range values seen
+    silence_pattern: list[int] | None  # the frame of codes the training tokens show for silence
+    silent_frames: float | None  # share of generated frames equal to it
+    decoded_dbfs: list[float] = field(default_factory=list)  # per example, RMS
+    decoded_clipping: float = 0.0  # float audio beyond full scale is fine until it is written
+    decoded_rate: int | None = None
+    written_dbfs: list[float] = field(default_factory=list)
+    files: list[FileReport] = field(default_factory=list)
+    error: str | None = None  # what the route raised (e.g. the decoder refusing codes)
+
+
+def judge_file(f: FileReport, expect_rate: int | None = None, expect_subtype: str | None = None,
+               stage: str = "audio.written", decoded_dbfs: float | None = None) -> list[Finding]:
+    """What a listener would get from this file: level, clipping, DC, phase, rate, subtype, header."""
+    if f.error is not None:
+        return [make("file.unreadable", "error", stage, f"{f.path}: {f.error}", CHECK,
+                     hint="the file is damaged or not audio; rewrite it", path=f.path)]
+    s, out = f.stats, []
+    ev = {"path": f.path, "sample_rate": f.sample_rate, "subtype": f.subtype}
+    garbage = s.get("nonfinite_fraction", 0) > 0 or s.get("peak", 0) > 100 or f.denormal_share > 0.1
+    if garbage:
+        alt = f.reread or {}
+        out.append(make("output.header", "error", stage,
+                        f"{f.path}: read as {f.subtype} the samples are garbage ({100 * s.get('nonfinite_fraction', 0):.0f}% "
+                        f"NaN/inf, peak {s.get('peak', 0):.3g}, {100 * f.denormal_share:.0f}% denormal)"
+                        + (f"; the same bytes read as {alt['as']} are plausible audio at {alt['rms_dbfs']:.1f} dBFS"
+                           if alt.get("plausible") else ""), CHECK,
+                        hint="the header's format/bit depth does not describe the data chunk: write files with "
+                             "soundfile (sf.write(..., subtype=...)) instead of a hand-built header", reread=alt, **ev))
+        return out  # levels of garbage say nothing more
+    rms = s.get("rms_dbfs", -120.0)
+    upstream_silent = decoded_dbfs is not None and decoded_dbfs < SILENCE_DBFS  # lost before the file
+    if rms < SILENCE_DBFS and not upstream_silent:
+        lost = f" (the audio before writing was at {decoded_dbfs:.1f} dBFS)" if decoded_dbfs is not None else ""
+        out.append(make("output.silent", "error", stage, f"{f.path} is silent: RMS {rms:.1f} dBFS, peak "
+                        f"{s.get('peak_dbfs', -120):.1f} dBFS{lost}", CHECK,
+                        hint="listen to the stages before the file; if they are audible, the scale before writing "
+                             "is wrong (a float divided by 32768, or int16 values written as float)", rms_dbfs=rms, **ev))
+    if decoded_dbfs is not None and decoded_dbfs > SILENCE_DBFS and decoded_dbfs - rms > SCALED_DB:
+        out.append(make("output.scaled", "error", stage,
+                        f"{f.path} is {decoded_dbfs - rms:.0f} dB quieter than the decoded audio it was written from "
+                        f"({rms:.1f} vs {decoded_dbfs:.1f} dBFS RMS)", CHECK,
+                        hint="float audio goes to the writer in [-1, 1]; it converts to the file's integer format "
+                             "itself, so do not divide (or multiply) by 32768 first", drop_db=decoded_dbfs - rms, **ev))
+    elif decoded_dbfs is None and rms >= SILENCE_DBFS and s.get("peak_dbfs", 0.0) < -SCALED_DB:
+        out.append(make("output.scaled", "warning", stage,
+                        f"{f.path} peaks at {s['peak_dbfs']:.1f} dBFS: barely audible at normal playback volume", CHECK,
+                        hint="check the gain before writing (a division by 32768 too many, or a missing "
+                             "normalisation)", peak_dbfs=s["peak_dbfs"], **ev))
+    clip = s.get("clipping_fraction", 0.0)
+    if clip > CLIP_SHARE:
+        out.append(make("output.clipped", "error", stage, f"{f.path}: {100 * clip:.1f}% of samples sit at full scale",
+                        CHECK, hint="values beyond ±1 were clipped by the writer: scale to [-1, 1] (with headroom) "
+                                    "before writing, or cast to int16 yourself if you scale to the int16 range",
+                        clipping_fraction=clip, **ev))
+    dc = s.get("dc", 0.0)
+    if abs(dc) > 0.05:
+        out.append(make("audio.dc_offset", "warning", stage, f"{f.path} carries a DC offset of {dc:.3f}", CHECK,
+                        hint="remove the mean before writing; DC wastes headroom and thumps on playback", dc=dc, **ev))
+    mono = s.get("mono_energy_db")
+    if f.channels > 1 and mono is not None and mono < -10.0:
+        out.append(make("audio.channel_cancel", "warning", stage,
+                        f"{f.path}: the channels are out of phase (correlation {s.get('channel_correlation') or 0:.2f}); "
+                        f"played in mono the file loses {-mono:.0f} dB", CHECK,
+                        hint="one channel is inverted: flip its sign (or write mono)", mono_energy_db=mono, **ev))
+    if expect_rate is not None and f.sample_rate is not None and f.sample_rate != expect_rate:
+        out.append(make("output.sample_rate", "error", stage,
+                        f"{f.path} says {f.sample_rate} Hz where the audio is at {expect_rate} Hz: players run it "
+                        f"{f.sample_rate / expect_rate:.2f}× too fast", CHECK,
+                        hint="pass the model's (decoder's) sample rate to the writer, not the dataset's",
+                        expected_rate=expect_rate, **ev))
+    if expect_subtype is not None and f.subtype is not None and f.subtype != expect_subtype:
+        out.append(make("output.subtype", "error", stage, f"{f.path} is {f.subtype}, expected {expect_subtype}",
+                        CHECK, hint=f"write with subtype={expect_subtype!r}", expected_subtype=expect_subtype, **ev))
+    elif f.subtype in LOW_BIT_SUBTYPES:
+        bits = LOW_BIT_SUBTYPES[f.subtype]
+        out.append(make("output.subtype", "warning", stage,
+                        f"{f.path} is {f.subtype} ({bits} bits, about {6 * bits} dB of dynamic range): quiet passages "
+                        "quantise to a few levels or to silence", CHECK,
+                        hint="write PCM_16 (or FLOAT) for listening and evaluation", bits=bits, **ev))
+    return out
+
+
+def judge_route(route: RouteReport) -> list[Finding]:
+    """Tokens, decoded audio, and each written file against the decoded audio it came from."""
+    out: list[Finding] = []
+    if route.invalid:
+        out.append(make("generation.invalid_tokens", "error", "generation",
+                        f"{route.invalid} generated tokens lie outside [0, {route.cardinality}) "
+                        f"(values {route.special[:5]})" + (f"; the decoder raised: {route.error}" if route.error else ""),
+                        CHECK, hint="special ids (pattern padding, start token) reached the output: revert the delay "
+                                    "pattern before returning codes", invalid=route.invalid, values=route.special[:10]))
+    if route.silent_frames is not None and route.silent_frames > 0.8:
+        out.append(make("generation.silent", "error", "generation",
+                        f"{100 * route.silent_frames:.0f}% of generated frames are the silence pattern "
+                        f"{route.silence_pattern} (the codes the training tokens use for silence)", CHECK,
+                        hint="the sampler only emits silence: check logits processors and masks applied before "
+                             "sampling (masked_fill fills where the mask is True)", share=route.silent_frames,
+                        pattern=route.silence_pattern))
+    elif route.decoded_dbfs and max(route.decoded_dbfs) < SILENCE_DBFS and not route.invalid:
+        out.append(make("output.silent", "error", "audio.decoded",
+                        f"the decoder turns the generated tokens into silence (RMS {max(route.decoded_dbfs):.1f} dBFS)",
+                        CHECK, hint="decode real training tokens to tell a broken decoder from silent tokens"))
+    per_file: dict[str, list[Finding]] = {}
+    for i, f in enumerate(route.files):
+        level = route.decoded_dbfs[i] if i < len(route.decoded_dbfs) else None
+        for finding in judge_file(f, expect_rate=route.decoded_rate, decoded_dbfs=level):
+            per_file.setdefault(finding.id, []).append(finding)
+    for same in per_file.values():  # one finding per problem, naming how many files share it
+        first = same[0]
+        if len(same) > 1:
+            first = dataclasses.replace(
+                first, message=first.message + f" (and {len(same) - 1} more of the {len(route.files)} written files)",
+                evidence={**first.evidence, "files": [g.evidence.get("path") for g in same]})
+        out.append(first)
+    return out
+
+
+def judge_decoder(probe: DecoderProbe | None) -> list[Finding]:
+    if probe is None or probe.error is not None or probe.far_share is None or probe.far_share < FAR_SHARE:
+        return []
+    return [make("tokens.codebook_order", "error", "audio.decoded",
+                 f"changing the codes of frame(s) {probe.changed} changes the decoded spectrum mostly elsewhere: "
+                 f"{100 * probe.far_share:.0f}% of the difference lies more than {probe.window} frames away", CHECK,
+                 hint="the decoder receives codes in the wrong layout: codes are [B, K, T]; a reshape where a "
+                      "transpose/permute belongs interleaves codebooks and frames", far_share=probe.far_share,
+                 window=probe.window, frames=probe.frames)]

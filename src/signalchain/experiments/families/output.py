@@ -1,0 +1,92 @@
+"""The output family: where the sound is lost between the tokens and the listener's ears."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...checks.base import make, run_check
+from ...checks.output import judge_decoder, judge_route
+from ...findings import Finding
+from ...pipeline import missing_capability
+from ...stats import as_batch_audio
+from ...trace import Trace
+from ..context import Context
+from ..doctor import family
+from ..output import measure_route, probe_decoder
+
+__all__: list[str] = []
+
+#: The route in order: the verdict names the first of these where something is wrong.
+ROUTE = ("audio.original", "audio.resampled", "audio.mono", "crop", "audio.cropped", "tokens", "generation",
+         "audio.decoded", "audio.written")
+SOUND_IDS = ("audio.", "crop.", "tokens.", "generation.silent", "generation.invalid_tokens", "output.", "file.")
+
+
+def _stage_rows(trace: Trace, label: str) -> list[list[Any]]:
+    rows = []
+    for rec in trace:
+        audio = rec.summary.get("audio") if rec.kind == "audio" else None
+        if not audio:
+            continue
+        ex = audio.get("examples", [])
+        rows.append([f"{rec.name} ({label})", rec.meta.get("sample_rate") or "—", rec.meta.get("subtype") or "—",
+                     f"{audio.get('rms_dbfs_min', -120):.1f} … {audio.get('rms_dbfs_max', -120):.1f}",
+                     f"{audio.get('peak', 0):.3g}", f"{100 * audio.get('silence_fraction_max', 0):.0f}%",
+                     f"{100 * audio.get('clipping_fraction_max', 0):.1f}%",
+                     f"{100 * max((e.get('nonfinite_fraction', 0) for e in ex), default=0):.0f}%"])
+    return rows
+
+
+def _clips(trace: Trace, label: str) -> list[dict[str, Any]]:
+    out = []
+    for rec in trace:
+        if rec.kind == "audio" and rec.value is not None and rec.sample_rate:
+            x = as_batch_audio(np.asarray(rec.value, dtype=np.float32))[0]
+            out.append({"label": f"{rec.name} ({label})", "audio": x, "rate": rec.sample_rate,
+                        "note": f"{rec.sample_rate} Hz, example 0"})
+    return out
+
+
+def _verdict(findings: list[Finding]) -> str:
+    bad = [f for f in findings if f.stage in ROUTE and f.severity.value != "info" and f.id.startswith(SOUND_IDS)]
+    if not bad:
+        return "Every stage from the source file to the written file is audible and correctly scaled."
+    first = min(bad, key=lambda f: ROUTE.index(f.stage or ""))
+    later = sorted({f.stage for f in bad if f.stage != first.stage}, key=ROUTE.index)
+    return (f"The sound first goes wrong at {first.stage}: {first.message}"
+            + (f". Later stages also show problems ({', '.join(s for s in later if s)}), most likely downstream of it."
+               if later else "."))
+
+
+@family("output", "The output route: generated tokens, decoder, scaling, the written file and its header")
+def output_family(ctx: Context) -> list[Finding]:
+    out: list[Finding] = []
+    ctx.metrics["output.verdict"] = {"kind": "text", "title": "Verdict on the output route", "text": ""}  # first
+    with ctx.timed("output.decoder"):
+        probe = probe_decoder(ctx)
+    out += run_check("checks.output.decoder", judge_decoder, probe)
+    with ctx.timed("output.route"):
+        measured = measure_route(ctx)
+    if measured is None:
+        out.append(missing_capability(ctx.pipeline, "render", "checks.output.route"))  # type: ignore[arg-type]
+    else:
+        route, trace = measured
+        out += run_check("checks.output.route", judge_route, route)
+        golden = ctx.golden().trace
+        ctx.metrics["output.stages"] = {
+            "kind": "table", "title": "Audio at every stage of the route (golden step, then a fresh model's render)",
+            "headers": ["stage", "rate", "subtype", "RMS dBFS (min … max)", "peak", "silent frames (max)",
+                        "clipped (max)", "non-finite"],
+            "rows": _stage_rows(golden, "training step") + _stage_rows(trace, "render")}
+        clips = _clips(golden, "training step") + _clips(trace, "render")
+        for rate in sorted({c["rate"] for c in clips}):
+            ctx.metrics[f"output.listen_{rate}"] = {
+                "kind": "audio", "title": f"Listen to every stage at {rate} Hz", "sample_rate": rate,
+                "clips": [{k: v for k, v in c.items() if k != "rate"} for c in clips if c["rate"] == rate]}
+        if route.error:
+            out.append(make("output.route_failed", "info", None, f"the output route raised {route.error}",
+                            "checks.output", hint="see the findings on the stages before it"))
+    ctx.metrics["output.verdict"]["text"] = _verdict(ctx.findings + out)
+    return out

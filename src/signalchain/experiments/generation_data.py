@@ -1,0 +1,181 @@
+"""The training side of repetition: what the loader shows the model, and whether the model can tell
+one step of a sequence from another.
+
+Data: a few loader batches, recorded at the crop and the tokens. A model learns loops when the
+examples are loops of very few sounds, when they are all alike, or when its training windows are
+too short to hold a phrase. Model: the index lookups of every embedding table during one step; a
+table indexed along the sequence with the same row at every step gives no sense of position.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..audio.features import log_mel
+from ..checks.results_generation import DataVariety, PositionProbe
+from ..pipeline import capabilities
+from ..stats import as_batch_audio
+from ..trace import record, tap
+from ._seed import seed_everything
+from .context import Context
+from .generation_metrics import frame_entropy
+
+__all__ = ["measure_data_variety", "probe_positions"]
+
+_STAGES = {"audio.cropped", "tokens", "mask.padding", "caption", "crop"}  # small stages only: summaries cost
+
+
+def _profile(audio: np.ndarray, sample_rate: int) -> np.ndarray:
+    """Time-averaged log-mel profile [n_mels] of one example [C, T]: its overall timbre and register."""
+    hop = max(1, sample_rate // 50)
+    return log_mel(audio, sample_rate, n_fft=min(1024, 4 * hop), hop=hop, n_mels=40).mean(axis=1)
+
+
+def _mean_pairwise_corr(profiles: list[np.ndarray]) -> float | None:
+    if len(profiles) < 3:
+        return None
+    c = np.corrcoef(np.stack(profiles))
+    return float(c[np.triu_indices(len(profiles), 1)].mean())
+
+
+def _jaccard(captions: list[str]) -> float | None:
+    words = [set(c.lower().replace(",", " ").split()) for c in captions if c]
+    pairs = [len(a & b) / len(a | b) for a, b in itertools.combinations(words, 2) if a | b]
+    return float(np.mean(pairs)) if pairs else None
+
+
+def _record_batches(ctx: Context, batches: Iterator[Any], n: int, model: torch.nn.Module,
+                    kept: list[Any] | None = None) -> list[Any]:
+    traces = []
+    for _ in range(n):
+        try:
+            batch = next(batches)
+        except StopIteration:
+            break
+        seed_everything(ctx.seed)
+        with record(values=_STAGES, stages=_STAGES) as t, torch.no_grad():
+            ctx.pipeline.step(model, batch, tap)
+        traces.append(t)
+        if kept is not None:
+            kept.append(batch)
+    return traces
+
+
+Seen = tuple[str, np.ndarray]  # (caption, tokens [1, K, T] of its valid frames): what the model was shown
+
+
+def measure_data_variety(ctx: Context, model: torch.nn.Module, batches: list[Any] | None = None
+                         ) -> tuple[DataVariety, list[Seen]]:
+    """Per example: the variety of coarse tokens; across examples: spectral and caption similarity.
+
+    Also returns the tokens of each example seen, for the nearest-example search; the loader batches it
+    measured are appended to `batches` (a short training can reuse them: their tokens are cached)."""
+    p = ctx.pipeline
+    has_loader = "loader" in capabilities(p)
+    n = max(2, ctx.budget.gen_data_batches)
+    traces = _record_batches(ctx, iter(p.loader("train")), n, model, batches) if has_loader else []
+    if not traces:  # no loader: the golden batch is all we know of the data
+        traces = [ctx.golden().trace]
+    crop_s: list[float] = []
+    clip_s: list[float] = []
+    within: list[float] = []
+    profiles: list[np.ndarray] = []
+    captions: list[str] = []
+    hashes: set[str] = set()
+    seen: list[Seen] = []
+    for t in traces:
+        tokens = t.get("tokens")
+        caption = t.get("caption")
+        names = [str(c) for c in caption.value] if caption is not None and caption.value is not None else []
+        if tokens is not None and tokens.value is not None and np.ndim(tokens.value) == 3:
+            codes = np.asarray(tokens.value)
+            pad = t.get("mask.padding")
+            valid = np.asarray(pad.value, bool) if pad is not None and pad.value is not None else None
+            valid = valid if valid is not None and valid.shape == codes.shape[::2] else np.ones(codes.shape[::2], bool)
+            within += [frame_entropy(codes[i : i + 1, :1], valid[i : i + 1]) for i in range(len(codes))]
+            for i in range(len(codes)):
+                digest = hashlib.sha1(np.ascontiguousarray(codes[i]).tobytes()).hexdigest()
+                if valid[i].sum() >= 8 and digest not in hashes:
+                    seen.append((names[i] if i < len(names) else f"loader example {len(seen)}",
+                                 codes[i][:, valid[i]][None]))
+                hashes.add(digest)
+        cropped = t.get("audio.cropped")
+        if cropped is not None and cropped.value is not None and cropped.sample_rate:
+            sr = cropped.sample_rate
+            audio = as_batch_audio(np.asarray(cropped.value))
+            lengths = cropped.meta.get("lengths") or [audio.shape[-1]] * len(audio)
+            bounds = t.get("crop")
+            window = np.asarray(bounds.value) if bounds is not None and bounds.value is not None else None
+            if window is not None and window.ndim == 2 and window.shape[1] >= 2:  # [B, 2] sample bounds
+                crop_s.append(float(np.median(window[:, 1] - window[:, 0])) / (bounds.sample_rate or sr))
+            else:
+                crop_s.append(audio.shape[-1] / sr)
+            for i, x in enumerate(audio):
+                if int(lengths[i]) >= sr // 4:  # a profile of mostly padding says nothing
+                    profiles.append(_profile(x[:, : int(lengths[i])], sr))
+        source = t.get("crop")  # the valid length of each clip the crop was chosen from
+        if source is not None and source.sample_rate and source.meta.get("lengths") is not None:
+            clip_s += [int(n_) / source.sample_rate for n_ in source.meta["lengths"]]
+        captions += names
+    valid_sim = None
+    if has_loader and n >= 4:  # business and up: the validation split as the contrast
+        try:
+            vt = _record_batches(ctx, iter(p.loader("valid")), 1, model)
+        except Exception:  # no validation split: nothing to compare with
+            vt = []
+        vprof = []
+        for t in vt:
+            rec = t.get("audio.cropped")
+            if rec is not None and rec.value is not None and rec.sample_rate:
+                audio = as_batch_audio(np.asarray(rec.value))
+                lengths = rec.meta.get("lengths") or [audio.shape[-1]] * len(audio)
+                vprof += [_profile(x[:, : int(lengths[i])], rec.sample_rate)
+                          for i, x in enumerate(audio) if int(lengths[i]) >= rec.sample_rate // 4]
+        valid_sim = _mean_pairwise_corr(vprof)
+    variety = DataVariety(examples=len(within) or len(captions),
+                          crop_seconds=float(np.median(crop_s)) if crop_s else None, clip_seconds=clip_s,
+                          within_entropy=within, profile_similarity=_mean_pairwise_corr(profiles),
+                          caption_overlap=_jaccard(captions), valid_profile_similarity=valid_sim,
+                          distinct_examples=len(hashes))
+    return variety, seen
+
+
+def probe_positions(ctx: Context, model: torch.nn.Module) -> PositionProbe:
+    """Record the indices every embedding table is looked up with during one step on the golden batch."""
+    lookups: list[dict[str, Any]] = []
+    names = {m: n for n, m in model.named_modules()}
+
+    def hook(module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
+        try:
+            idx = args[0] if args else None
+            if not isinstance(idx, torch.Tensor) or idx.dim() == 0:
+                return
+            flat = idx.detach().reshape(-1, idx.shape[-1])  # [rows, L]: lookups along the last axis
+            vecs = output.detach().reshape(-1, idx.shape[-1], output.shape[-1])  # [rows, L, D]
+            lookups.append({"module": names.get(module, type(module).__name__), "rows": int(module.num_embeddings),
+                            "length": int(idx.shape[-1]), "distinct": int(flat[0].unique().numel()),
+                            # the same row everywhere, asked for or returned (a clamp inside forward)
+                            "constant": bool((flat == flat.reshape(-1)[0]).all())
+                            or bool((vecs == vecs[:, :1]).all()),
+                            "ascending": bool(idx.shape[-1] > 1 and (flat[:, 1:] > flat[:, :-1]).all())})
+        except Exception:  # a probe never breaks the step it watches
+            return
+
+    handles = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, torch.nn.Embedding)]
+    error = None
+    try:
+        seed_everything(ctx.seed)
+        with torch.no_grad():
+            ctx.pipeline.step(model, ctx.batch(), lambda stage, value, /, **meta: value)
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    finally:
+        for h in handles:
+            h.remove()
+    return PositionProbe(lookups=lookups, error=error)

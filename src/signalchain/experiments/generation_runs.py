@@ -1,0 +1,153 @@
+"""Calling `generate` as an experiment: on a few prompts, with sampling overrides, recording what the
+pipeline taps (`generation.tokens`, and `generation.logits[.cond|.uncond]` where it logs them).
+
+The sampling vocabulary is AudioCraft's (`greedy`, `temperature`, `top_k`, `top_p`, `cfg_coef`,
+`max_frames`, `prompt`, `seed`, `stop_after_silence_frames`, `silence_codes`): a pipeline whose
+generate refuses a key just loses the runs that need it (each run records its error).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..checks.results_generation import GenerationRun, StopProbe
+from ..trace import Trace, record, tap
+from ._seed import seed_everything
+from .generation_metrics import guidance_coefficient, sampler_fit, token_stats
+
+__all__ = ["take", "generate_once", "call_generate", "codes_of", "NEUTRAL", "stop_probe"]
+
+#: Each sampling setting at its neutral value: plain ancestral sampling from the model's distribution.
+NEUTRAL: dict[str, Any] = {"greedy": False, "temperature": 1.0, "top_k": 0, "top_p": 0.0, "cfg_coef": 1.0}
+STAGES = {"generation.tokens", "generation.logits", "generation.logits.cond", "generation.logits.uncond"}
+
+
+def take(batch: Any, n: int) -> Any:
+    """The first `n` examples of a batch (lists/arrays/tensors of the batch's length are sliced, in a
+    dataclass, a dict, or bare); the batch itself when it is no longer or cannot be sliced."""
+    try:
+        size = len(batch)
+    except TypeError:
+        return batch
+    if size <= n:
+        return batch
+
+    def cut(v: Any) -> Any:
+        if isinstance(v, (list, tuple, np.ndarray, torch.Tensor)) and len(v) == size:
+            return v[:n]
+        return v
+
+    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        out = dataclasses.replace(batch, **{f.name: cut(getattr(batch, f.name)) for f in dataclasses.fields(batch)
+                                            if f.init})
+    elif isinstance(batch, dict):
+        out = {k: cut(v) for k, v in batch.items()}
+    elif isinstance(batch, (list, tuple, np.ndarray, torch.Tensor)):
+        out = batch[:n]
+    else:
+        return batch
+    try:
+        return out if len(out) == n else batch
+    except TypeError:
+        return batch
+
+
+def _takes_tap(fn: Any) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return "tap" in params or len(params) >= 4 or any(p.kind is p.VAR_POSITIONAL for p in params.values())
+
+
+def call_generate(p: Any, model: Any, batch: Any, sampling: dict[str, Any]) -> Any:
+    """`generate(model, batch, sampling)`, handing it the recording `tap` when it takes one."""
+    return p.generate(model, batch, sampling, tap) if _takes_tap(p.generate) else p.generate(model, batch, sampling)
+
+
+def codes_of(result: Any) -> np.ndarray | None:
+    """Token codes [B, K, T] from whatever generate returned (a tensor, `.codes`, or a dict)."""
+    for v in (result, getattr(result, "codes", None),
+              result.get("codes", result.get("tokens")) if isinstance(result, dict) else None):
+        if isinstance(v, (torch.Tensor, np.ndarray)) and np.ndim(v) == 3 and not torch.is_floating_point(torch.as_tensor(v)):
+            return np.asarray(v.detach().cpu() if isinstance(v, torch.Tensor) else v)
+    return None
+
+
+def generate_once(p: Any, model: Any, batch: Any, label: str, overrides: dict[str, Any], seed: int,
+                  frames: int, frame_rate: float | None = None) -> tuple[GenerationRun, Trace | None, Any]:
+    """One generate call, measured: token statistics, the sampler's fit to its logits, guidance."""
+    sampling = {"max_frames": frames, "seed": seed, **overrides}
+    run = GenerationRun(label=label, overrides={k: v for k, v in overrides.items() if k != "prompt"}, seed=seed)
+    if "prompt" in overrides:
+        run.overrides["prompt_frames"] = int(np.shape(overrides["prompt"])[-1])
+    seed_everything(seed)
+    result = None
+    with record(values=STAGES, stages=STAGES) as trace:
+        try:
+            result = call_generate(p, model, batch, sampling)
+        except Exception as exc:  # a setting the pipeline refuses, or a broken sampler: a result
+            run.error = f"{type(exc).__name__}: {exc}"
+    tokens = trace.get("generation.tokens")
+    meta = tokens.meta if tokens is not None else {}
+    codes = np.asarray(tokens.value) if tokens is not None and tokens.value is not None else codes_of(result)
+    if codes is None or codes.ndim != 3:
+        run.error = run.error or "generate returned no [B, K, T] token codes and tapped no generation.tokens"
+        return run, trace, result
+    for name in ("frames_generated", "stopped", "prompt_frames"):
+        value = meta.get(name, getattr(result, name, None))
+        setattr(run, name, value if value is None else (bool(value) if name == "stopped" else int(value)))
+    run.reported = dict(meta.get("sampling") or {})
+    card = meta.get("cardinality")
+    run.cardinality = int(card) if card is not None else None
+    if run.cardinality is not None:
+        run.invalid = int(((codes < 0) | (codes >= run.cardinality)).sum())
+    valid = codes[:, :, : run.frames_generated] if run.frames_generated else codes
+    run.stats = token_stats(valid, frame_rate)
+    if "generation.logits" in trace and trace["generation.logits"].value is not None:
+        g = np.asarray(trace.value("generation.logits"), dtype=np.float64)  # [B, K, T, C]
+        if g.shape[:3] == codes.shape:
+            n = run.frames_generated or codes.shape[-1]
+            sampled = np.isfinite(g[:, :, :n]).all(-1)
+            run.sampled_share = float(sampled.mean())
+            run.fit = sampler_fit(g[:, :, :n], codes[:, :, :n])
+            if "generation.logits.cond" in trace and "generation.logits.uncond" in trace:
+                run.guidance = guidance_coefficient(g, np.asarray(trace.value("generation.logits.cond")),
+                                                    np.asarray(trace.value("generation.logits.uncond")))
+    return run, trace, result
+
+
+def stop_probe(p: Any, model: Any, batch: Any, frames: int, seed: int) -> StopProbe | None:
+    """Greedy run on one prompt, then the same run told to stop after one frame of a pattern it produces.
+
+    The stop must fire at that frame: the condition cannot be blamed on the model, which is known to
+    produce the pattern there.
+    """
+    one = take(batch, 1)
+    free, trace, result = generate_once(p, model, one, "stop: free", {"greedy": True}, seed, frames)
+    codes = None
+    if free.error is None:
+        t = trace.get("generation.tokens") if trace is not None else None
+        codes = np.asarray(t.value) if t is not None and t.value is not None else codes_of(result)
+    start = free.prompt_frames or 0  # a stop condition watches sampled frames only, not the prompt's
+    if codes is None or codes.shape[0] != 1 or codes.shape[-1] - start < 4:
+        return None
+    target = start + (codes.shape[-1] - start) // 4
+    pattern = codes[0, :, target]  # [K]
+    first = start + int(np.flatnonzero((codes[0, :, start:] == pattern[:, None]).all(0))[0])
+    overrides = {"greedy": True, "stop_after_silence_frames": 1, "silence_codes": torch.as_tensor(pattern)}
+    run, trace, result = generate_once(p, model, one, "stop", overrides, seed, frames)
+    if run.error is not None:
+        return StopProbe(frames=frames, pattern_frame=first, stop_after=1, frames_generated=None, stopped=None,
+                         continued=False, error=run.error)
+    t = trace.get("generation.tokens") if trace is not None else None
+    out = np.asarray(t.value) if t is not None and t.value is not None else codes_of(result)
+    after = out[0, :, first + 1 :] if out is not None else np.zeros((0, 0))
+    continued = bool(after.size) and not bool((after == pattern[:, None]).all())
+    return StopProbe(frames=frames, pattern_frame=first, stop_after=1, frames_generated=run.frames_generated,
+                     stopped=run.stopped, continued=continued)

@@ -1,0 +1,197 @@
+"""The output route, driven end to end: generate, decode, write and read back (the pipeline's
+`render`, in a temporary folder), a probe of the decoder alone, and files measured as a player
+reads them (also what `signalchain listen` runs on any file).
+"""
+
+from __future__ import annotations
+
+import struct
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..audio.features import log_mel
+from ..audio.io import read_audio
+from ..checks.output import DecoderProbe, FileReport, RouteReport
+from ..errors import SignalchainError
+from ..pipeline import capabilities
+from ..stats import audio_example_summary
+from ..trace import Trace, record, tap
+from ._seed import seed_everything
+from .context import Context
+from .generation_runs import call_generate, take
+
+__all__ = ["measure_route", "probe_decoder", "measure_file", "wav_header", "silence_pattern"]
+
+ROUTE = {"generation.tokens", "audio.decoded", "audio.written"}
+
+
+def wav_header(path: str | Path) -> dict[str, Any] | None:
+    """The fmt and data chunks of a RIFF/WAVE file: what a player believes about its bytes."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(12)
+            if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+                return None
+            out: dict[str, Any] = {}
+            while True:
+                chunk = f.read(8)
+                if len(chunk) < 8:
+                    return out or None
+                cid, size = chunk[:4], struct.unpack("<I", chunk[4:])[0]
+                if cid == b"fmt ":
+                    fmt = f.read(size)
+                    tag, ch, rate, _, align, bits = struct.unpack("<HHIIHH", fmt[:16])
+                    out.update(format_tag=tag, channels=ch, rate=rate, block_align=align, bits=bits)
+                elif cid == b"data":
+                    out.update(data_offset=f.tell(), data_bytes=size)
+                    return out
+                else:
+                    f.seek(size + (size & 1), 1)
+    except (OSError, struct.error):
+        return None
+
+
+def _reread_as_pcm16(path: str | Path, header: dict[str, Any]) -> dict[str, Any]:
+    """The data chunk read as interleaved 16-bit PCM: plausible audio means the header lied."""
+    with open(path, "rb") as f:
+        f.seek(header["data_offset"])
+        raw = f.read(min(header["data_bytes"], 16_000_000))
+    x = np.frombuffer(raw[: len(raw) // 2 * 2], dtype="<i2").astype(np.float64) / 32768.0
+    ch = max(1, int(header.get("channels", 1)))
+    x = x[: len(x) // ch * ch].reshape(-1, ch).T
+    s = audio_example_summary(x, header.get("rate"))
+    plausible = bool(x.size) and s["rms_dbfs"] > -70 and s["clipping_fraction"] < 0.01
+    return {"as": "PCM_16", "rms_dbfs": s["rms_dbfs"], "peak": s["peak"], "plausible": plausible}
+
+
+def measure_file(path: str | Path) -> FileReport:
+    """Read `path` as a player would (soundfile) and summarise it; never raises."""
+    try:
+        af = read_audio(path)
+    except SignalchainError as exc:
+        return FileReport(path=str(path), error=str(exc).split(": ", 1)[-1])
+    x = af.audio
+    with np.errstate(invalid="ignore"):
+        a = np.abs(x[np.isfinite(x)])
+    nonzero = a[a > 0]
+    rep = FileReport(path=str(path), sample_rate=af.sample_rate, subtype=af.subtype, format=af.format,
+                     channels=af.channels, frames=af.frames, stats=audio_example_summary(x, af.sample_rate),
+                     denormal_share=float((nonzero < 1e-30).mean()) if nonzero.size else 0.0)
+    header = wav_header(path) if af.format == "WAV" else None
+    if header and "data_offset" in header and header.get("format_tag") in (3, 0xFFFE) and header.get("bits") == 32:
+        rep.reread = _reread_as_pcm16(path, header)
+    return rep
+
+
+def silence_pattern(trace: Trace) -> list[int] | None:
+    """The frame of codes the training tokens hold where the audio is padding (silence), if any."""
+    tokens, pad = trace.get("tokens"), trace.get("mask.padding")
+    if tokens is None or pad is None or tokens.value is None or pad.value is None:
+        return None
+    codes, valid = np.asarray(tokens.value), np.asarray(pad.value, bool)
+    if codes.ndim != 3 or valid.shape != codes.shape[::2] or valid.all():
+        return None
+    frames = codes.transpose(0, 2, 1)[~valid]  # [N, K]
+    patterns, counts = np.unique(frames, axis=0, return_counts=True)
+    return [int(v) for v in patterns[int(np.argmax(counts))]]
+
+
+def _per_example_dbfs(rec: Any) -> list[float]:
+    return [float(e["rms_dbfs"]) for e in rec.summary.get("audio", {}).get("examples", [])] if rec is not None else []
+
+
+def measure_route(ctx: Context) -> tuple[RouteReport, Trace] | None:
+    """Render a few golden prompts with a fresh model (or generate + decode without `render`)."""
+    p = ctx.pipeline
+    caps = capabilities(p)
+    if "render" not in caps and not {"generate", "decode"} <= caps:
+        return None
+    model, batch = ctx.fresh_model(), take(ctx.batch(), ctx.budget.gen_prompts)
+    sampling = {"max_frames": min(ctx.budget.gen_frames, 50), "seed": ctx.seed}
+    error, files = None, []
+    seed_everything(ctx.seed)
+    with tempfile.TemporaryDirectory(prefix="signalchain-render-") as folder, record(values=ROUTE, stages=ROUTE) as t:
+        try:
+            if "render" in caps:
+                p.render(model, batch, folder, sampling, tap)
+            else:
+                result = call_generate(p, model, batch, sampling)
+                codes = getattr(result, "codes", result)
+                if "generation.tokens" not in t:  # the pipeline's generate may tap it itself
+                    tap("generation.tokens", codes)
+                tap("audio.decoded", p.decode(codes), sample_rate=getattr(p, "sample_rate", None))
+        except Exception as exc:  # the route may break (a decoder refusing codes): that is the finding
+            error = f"{type(exc).__name__}: {exc}"
+        written = t.get("audio.written")
+        paths = written.meta.get("files") if written is not None else None
+        paths = paths or sorted(str(q) for q in Path(folder).rglob("*") if q.is_file())
+        files = [measure_file(q) for q in paths]
+    for f in files:  # the folder is temporary: name the files as the pipeline named them
+        f.path = Path(f.path).name
+    golden = ctx.golden().trace
+    tokens = t.get("generation.tokens")
+    codes = np.asarray(tokens.value) if tokens is not None and tokens.value is not None else np.zeros((0, 0, 0), int)
+    card = (tokens.meta.get("cardinality") if tokens is not None else None) or \
+        (golden["tokens"].meta.get("cardinality") if "tokens" in golden else None)
+    bad = (codes < 0) | (codes >= card) if card is not None and codes.size else np.zeros(codes.shape, bool)
+    pattern = silence_pattern(golden)
+    silent = None
+    if pattern is not None and codes.ndim == 3 and codes.shape[1] == len(pattern) and codes.size:
+        silent = float((codes == np.array(pattern)[None, :, None]).all(axis=1).mean())
+    decoded = t.get("audio.decoded")
+    rate = decoded.sample_rate if decoded is not None else None
+    route = RouteReport(tokens_shape=list(codes.shape), cardinality=int(card) if card is not None else None,
+                        invalid=int(bad.sum()), special=sorted({int(v) for v in codes[bad]})[:10],
+                        silence_pattern=pattern, silent_frames=silent, decoded_dbfs=_per_example_dbfs(decoded),
+                        decoded_clipping=float(decoded.summary.get("audio", {}).get("clipping_fraction_max", 0.0))
+                        if decoded is not None else 0.0,
+                        decoded_rate=rate or getattr(p, "sample_rate", None),
+                        written_dbfs=_per_example_dbfs(t.get("audio.written")), files=files, error=error)
+    return route, t
+
+
+def probe_decoder(ctx: Context, window: int = 6) -> DecoderProbe | None:
+    """Decode the golden tokens of the longest example, then again with one frame's codes replaced by
+    another frame's, at a few places; a decoder that reads the layout right changes the spectrum
+    only near the changed frame. Reports the worst (largest) share of the change that lands far away."""
+    p = ctx.pipeline
+    trace = ctx.golden().trace
+    if "decode" not in capabilities(p) or "tokens" not in trace or trace["tokens"].value is None:
+        return None
+    codes = np.asarray(trace.value("tokens"))
+    if codes.ndim != 3 or codes.shape[-1] < 4 * window:
+        return None
+    pad = trace.get("mask.padding")
+    row = int(np.asarray(pad.value).sum(1).argmax()) if pad is not None and pad.value is not None else 0
+    a = codes[row : row + 1]
+    T = a.shape[-1]
+    sr = int(getattr(p, "sample_rate", 0) or 16000)
+
+    def spectrum(x: np.ndarray) -> np.ndarray:
+        audio = np.asarray(p.decode(torch.as_tensor(x)), dtype=np.float64).reshape(-1)
+        hop = max(1, len(audio) // T)  # samples per token frame
+        return log_mel(audio, sr, n_fft=4 * hop, hop=hop, n_mels=32)  # [M, ≈T]
+
+    worst, changed = None, []
+    try:
+        base = spectrum(a)
+        for t0 in (T // 5, T // 2, 4 * T // 5):
+            src = next((s for s in (t0 - T // 10, t0 + T // 10, 0) if not (a[0, :, s] == a[0, :, t0]).all()), None)
+            if src is None:
+                continue
+            b = a.copy()
+            b[0, :, t0] = a[0, :, src]
+            diff = ((spectrum(b) - base) ** 2).mean(0)  # per spectral frame
+            pos = np.arange(len(diff)) * T / max(len(diff), 1)
+            total = float(diff.sum())
+            if total > 0:
+                far = float(diff[np.abs(pos - t0) > window].sum()) / total
+                changed.append(t0)
+                worst = far if worst is None else max(worst, far)
+    except Exception as exc:
+        return DecoderProbe(frames=T, changed=changed, far_share=None, window=window, error=f"{type(exc).__name__}: {exc}")
+    return DecoderProbe(frames=T, changed=changed, far_share=worst, window=window)

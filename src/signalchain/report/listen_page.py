@@ -1,0 +1,59 @@
+"""The `listen` page: one card per audio file with its numbers, findings, a player and a spectrogram."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..checks.output import FileReport
+from ..findings import Finding
+from .html import HtmlReport, audio_player, esc, findings_table, image_tag, table
+from .plots import audio_figure
+
+__all__ = ["render_listen", "file_row"]
+
+MAX_PLAYERS = 200  # beyond this many files the page keeps the numbers and drops the media
+
+
+def _db(x: Any) -> str:
+    return f"{x:.1f}" if isinstance(x, (int, float)) else "—"
+
+
+def file_row(f: FileReport) -> list[str]:
+    """The numbers of one file as table cells (shared by the terminal and the page)."""
+    if f.error:
+        return [f.path, "—", "—", "—", "—", "—", "—", "—", "—", "—", f.error]
+    s = f.stats
+    corr = s.get("channel_correlation")
+    return [f.path, f"{f.sample_rate}", f"{f.format}/{f.subtype}", str(f.channels), f"{s.get('seconds', 0):.2f}",
+            _db(s.get("rms_dbfs")), _db(s.get("peak_dbfs")), f"{100 * s.get('silence_fraction', 0):.0f}%",
+            f"{100 * s.get('clipping_fraction', 0):.2f}%", f"{s.get('dc', 0):+.3f}",
+            "—" if corr is None else f"{corr:+.2f}"]
+
+
+HEADERS = ["file", "rate", "format/subtype", "ch", "seconds", "RMS dBFS", "peak dBFS", "silent", "clipped", "DC",
+           "channel corr."]
+
+
+def render_listen(reports: Sequence[FileReport], findings: Sequence[Finding],
+                  load: Callable[[str], tuple[np.ndarray, int] | None], expectations: str = "") -> HtmlReport:
+    """`load(path)` returns the decoded audio [C, T] and its rate (None when unreadable)."""
+    bad = {f.evidence.get("path") for f in findings if f.severity.value != "info"}
+    page = HtmlReport("signalchain listen", f"{len(reports)} files · {len(bad)} with findings" + expectations)
+    page.section("Findings", findings_table(findings), "findings")
+    page.section("Files", table([file_row(f) for f in reports], HEADERS), "files")
+    cards = []
+    for i, f in enumerate(reports):
+        own = [x for x in findings if x.evidence.get("path") == f.path]
+        media = ""
+        if i < MAX_PLAYERS and f.error is None:
+            loaded = load(f.path)
+            if loaded is not None:
+                audio, sr = loaded
+                shown = np.clip(np.nan_to_num(audio, nan=0.0, posinf=1.0, neginf=-1.0), -1.0, 1.0)
+                media = audio_player(shown, sr, f.path) + image_tag(audio_figure(shown, sr, f.path), f.path)
+        cards.append(f'<div class="example"><b>{esc(f.path)}</b>{findings_table(own) if own else ""}{media}</div>')
+    page.section("Listen", "".join(cards), "listen")
+    return page

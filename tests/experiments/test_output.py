@@ -1,0 +1,129 @@
+"""The output route on the reference pipeline: silent when clean over seeds, every catalogue fault of
+the route found at its hop, and bugs written here (a decoder reading frames rolled, writers with a
+wrong rate, gain or channel sign, a sampler padding with -1) found the same way."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+
+from signalchain.checks.output import judge_decoder, judge_route
+from signalchain.experiments.context import BUDGETS, Context
+from signalchain.experiments.doctor import run_doctor
+from signalchain.experiments.output import (
+    measure_file,
+    measure_route,
+    probe_decoder,
+    silence_pattern,
+)
+from signalchain.pipeline import ProtocolView
+from signalchain.reference import ReferencePipeline
+from signalchain.reference.faults import catalogue
+from signalchain.reference.generate import GenerationResult, SamplingConfig
+
+torch.set_num_threads(1)
+ROUTE_FAULTS = [f for f in catalogue("silence") if f.expected_stage in ("generation", "audio.decoded", "audio.written")]
+
+
+def _found(p: Any, seed: int = 0) -> set[tuple[str, str | None]]:
+    ctx = Context(ProtocolView(p), seed=seed, budget=BUDGETS["economy"])
+    found = judge_decoder(probe_decoder(ctx))
+    measured = measure_route(ctx)
+    assert measured is not None
+    found += judge_route(measured[0])
+    return {(f.id, f.stage) for f in found if f.severity.value != "info"}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_clean_route_is_silent(seed: int) -> None:
+    assert _found(ReferencePipeline(), seed) == set()
+
+
+def test_clean_route_measurements() -> None:
+    ctx = Context(ProtocolView(ReferencePipeline()), budget=BUDGETS["economy"])
+    route, trace = measure_route(ctx)  # type: ignore[misc]
+    assert route.error is None and route.invalid == 0 and route.cardinality == 256
+    assert route.silence_pattern == [0, 0, 0, 0] and (route.silent_frames or 0) < 0.1
+    assert len(route.files) == 2 and all(f.sample_rate == 16000 and f.subtype == "PCM_16" for f in route.files)
+    assert all(-40 < d < -5 for d in route.decoded_dbfs) and {"generation.tokens", "audio.decoded", "audio.written"} <= set(trace.names())
+    probe = probe_decoder(ctx)
+    assert probe is not None and probe.far_share is not None and probe.far_share < 0.2 and len(probe.changed) == 3
+    assert silence_pattern(ctx.golden().trace) == [0, 0, 0, 0]
+
+
+@pytest.mark.parametrize("fault", ROUTE_FAULTS, ids=lambda f: f.name)
+def test_catalogue_route_faults_are_found_at_their_hop(fault: Any) -> None:
+    found = _found(ReferencePipeline(faults=[fault.name]))
+    assert any((fid, fault.expected_stage) in found for fid in fault.expected_ids), found
+
+
+def test_silent_symptom_runs_the_output_family_with_a_verdict() -> None:
+    r = run_doctor(ProtocolView(ReferencePipeline(faults=["output_divided_twice"])), families=["output"], budget="economy")
+    assert {("output.silent", "audio.written"), ("output.scaled", "audio.written")} <= {(f.id, f.stage) for f in r.findings}
+    assert "audio.written" in r.metrics["output.verdict"]["text"]
+    assert r.metrics["output.stages"]["rows"] and any(k.startswith("output.listen_") for k in r.metrics)
+
+
+# ---- bugs written here --------------------------------------------------------------------------------
+
+class RolledDecoder(ReferencePipeline):
+    """The decoder reads a ring buffer from the wrong start: frames come out rotated by half."""
+
+    def decode(self, tokens: Any) -> torch.Tensor:
+        codes = torch.as_tensor(tokens)
+        return super().decode(torch.roll(codes, codes.shape[-1] // 2, dims=-1))
+
+
+class DatasetRateWriter(ReferencePipeline):
+    def write_output(self, audio: np.ndarray, folder: str | Path) -> list[Path]:
+        paths = []
+        for i, x in enumerate(np.asarray(audio, dtype=np.float32)):
+            paths.append(Path(folder) / f"out_{i}.flac")
+            sf.write(paths[-1], self.normalize_output(x).T, 22050)  # the rate of an old vocoder
+        return paths
+
+
+class MilliGain(ReferencePipeline):
+    def normalize_output(self, audio: np.ndarray) -> np.ndarray:
+        return super().normalize_output(audio) * 1e-4  # dB entered as a linear gain
+
+
+class InvertedRight(ReferencePipeline):
+    def write_output(self, audio: np.ndarray, folder: str | Path) -> list[Path]:
+        paths = []
+        for i, x in enumerate(np.asarray(audio, dtype=np.float32)):
+            y = self.normalize_output(x)
+            paths.append(Path(folder) / f"st_{i}.wav")
+            sf.write(paths[-1], np.concatenate([y, -y]).T, self.cfg.sample_rate, subtype="PCM_16")  # mono to "stereo"
+        return paths
+
+
+class PadsWithMinusOne(ReferencePipeline):
+    def sample_codes(self, model: Any, cond: Any, cond_mask: Any, cfg: SamplingConfig) -> GenerationResult:
+        result = super().sample_codes(model, cond, cond_mask, cfg)
+        codes = result.codes.clone()
+        codes[:, :, -3:] = -1  # "unused" tail frames marked -1 and returned
+        return GenerationResult(codes=codes, frames_generated=result.frames_generated, stopped=result.stopped)
+
+
+@pytest.mark.parametrize("cls, expected", [
+    (RolledDecoder, ("tokens.codebook_order", "audio.decoded")),
+    (DatasetRateWriter, ("output.sample_rate", "audio.written")),
+    (MilliGain, ("output.scaled", "audio.written")),
+    (InvertedRight, ("audio.channel_cancel", "audio.written")),
+    (PadsWithMinusOne, ("generation.invalid_tokens", "generation")),
+])
+def test_own_route_bugs(cls: type, expected: tuple[str, str]) -> None:
+    assert expected in _found(cls())
+
+
+def test_measure_file_never_raises(tmp_path: Path) -> None:
+    rep = measure_file(tmp_path / "missing.wav")
+    assert rep.error is not None and "no such audio file" in rep.error
+    (tmp_path / "text.wav").write_text("not audio")
+    assert measure_file(tmp_path / "text.wav").error is not None
