@@ -5,9 +5,11 @@ from __future__ import annotations
 import click
 
 from .._version import __version__
+from .audit_cmd import audit
 from .doctor_cmd import doctor
 from .faults_cmd import faults
 from .golden_cmds import capture, compare, inspect
+from .listen_cmd import listen
 
 __all__ = ["main", "cli"]
 
@@ -23,6 +25,8 @@ cli.add_command(compare)
 cli.add_command(inspect)
 cli.add_command(doctor)
 cli.add_command(faults)
+cli.add_command(audit)
+cli.add_command(listen)
 
 
 def main() -> None:

@@ -1,0 +1,271 @@
+"""`run_audit`: the dataset audit on files, streaming and in parallel.
+
+    read sources ──> items ──> (cache hit?) ──> worker processes: sidecar, decode, summary,
+                                                  fingerprint ──> judge each item as it arrives
+    all items ──> captions across the dataset ──> splits: ids, copies (faiss search + alignment),
+                  versions, caches, --stats, --sampler
+
+Nothing an input does stops the run: every broken line or file is one finding naming it. Only the
+window vectors stay in memory (float16, 144 bytes a window); frames wait in the cache until an
+alignment needs them.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import time
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..audio.fingerprint import DIM
+from ..checks.base import make, run_check
+from ..findings import Finding, sort_findings
+from .cache import FingerprintCache, file_key
+from .inputs import read_sampler, read_stats, sampler_evidence
+from .judge_items import judge_captions, judge_item
+from .judge_leaks import FittedStats, SplitStats, judge_norm_stats, judge_sampler
+from .judge_splits import (
+    judge_alternate_versions,
+    judge_cache_refs,
+    judge_matches,
+    judge_shared_ids,
+)
+from .leakage import Entry, Match, find_matches, train_split
+from .measure import hash_cache_refs, measure_file, read_sidecar
+from .records import STAGE_DATASET, Item, Measure
+from .sources import Source, read_items, resolve_sources
+
+__all__ = ["AuditResult", "run_audit", "Progress", "PER_ID_LIMIT"]
+
+PER_ID_LIMIT = 25  # per-file findings of one id listed one by one; the rest are summarised
+CHUNK = 16  # items per worker task
+
+
+class Progress:
+    """Called by the audit as it goes; the CLI draws it. No-ops by default."""
+
+    def start(self, total: int) -> None:
+        """Called once the number of examples is known."""
+
+    def advance(self, n: int) -> None:
+        """Called when n more examples are measured."""
+
+    def say(self, what: str) -> None:
+        """Called when the audit moves on to another phase."""
+
+
+@dataclass
+class AuditResult:
+    findings: list[Finding]
+    sources: list[dict[str, Any]]
+    splits: dict[str, dict[str, Any]]
+    files: list[dict[str, Any]]
+    matches: list[dict[str, Any]]
+    search: dict[str, float] = field(default_factory=dict)
+    cache: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+Task = tuple[int, Item, bool]  # (number, item, decode it?)
+
+
+def _work(batch: list[Task]) -> list[tuple[int, Item, Measure | None]]:
+    """In a worker: read each item's sidecar and cache hashes; decode and measure where asked."""
+    out = []
+    for n, item, measure in batch:
+        try:
+            read_sidecar(item)
+            hash_cache_refs(item)
+            out.append((n, item, measure_file(item.path) if measure and item.path else None))
+        except Exception as exc:  # an input nobody foresaw: this example's finding, not the run's end
+            out.append((n, item, Measure(problem=f"unreadable: {type(exc).__name__}: {exc}")))
+    return out
+
+
+def _cap(findings: list[Finding]) -> list[Finding]:
+    """Keep PER_ID_LIMIT per-file findings of each (id, severity); summarise the rest in one."""
+    counts: Counter[tuple[str, str]] = Counter()
+    rest: dict[tuple[str, str], list[Finding]] = defaultdict(list)
+    out = []
+    for f in findings:
+        key = (f.id, f.severity.value)
+        if f.stage == STAGE_DATASET and "path" in f.evidence:
+            counts[key] += 1
+            if counts[key] > PER_ID_LIMIT:
+                rest[key].append(f)
+                continue
+        out.append(f)
+    for (fid, sev), more in rest.items():
+        out.append(make(fid, sev, STAGE_DATASET, f"and {len(more)} more files with {fid}, e.g. {more[0].message}",
+                        "audit.items", hint=more[0].hint, paths=[f.evidence["path"] for f in more]))
+    return out
+
+
+def _read_sources(sources: Sequence[Source], findings: list[Finding]) -> list[Item]:
+    items: list[Item] = []
+    for source in sources:
+        got = []
+        for x in read_items(source):
+            (findings.append if isinstance(x, Finding) else got.append)(x)  # type: ignore[arg-type]
+        if source.kind == "folder" and not any(i.sidecar and Path(i.sidecar).is_file() for i in got):
+            for i in got:  # a plain folder without any sidecar has no metadata convention to miss
+                i.sidecar = None
+        items += got
+    return items
+
+
+class _Collector:
+    """Takes each measured item as it arrives (in any order), judges it, stores new fingerprints,
+    and keeps what the cross-split stage needs, keyed by item number so that the report is laid out
+    in manifest order whatever the scheduling."""
+
+    def __init__(self, cache: FingerprintCache, keys: dict[str, tuple[int, int]], cached: dict[int, Measure],
+                 max_caption_tokens: int | None):
+        self.cache, self.keys, self.cached, self.max_tokens = cache, keys, cached, max_caption_tokens
+        self.per_item: dict[int, list[Finding]] = {}
+        self.kept: dict[int, tuple[Entry, np.ndarray, str]] = {}
+        self.files: dict[int, dict[str, Any]] = {}
+        self.captions: dict[int, tuple[Item, str]] = {}
+        self.stats: dict[str, SplitStats] = defaultdict(SplitStats)
+        self.fresh: list[tuple[str, tuple[int, int], Measure]] = []
+
+    def take(self, n: int, item: Item, m: Measure | None) -> None:
+        if m is None:  # not decoded in the worker: from the cache, or a file that is not there
+            m = self.cached.get(n) or (Measure(problem="missing") if item.path and item.path not in self.keys else None)
+        self.per_item[n] = run_check("audit.items", judge_item, item, m, self.max_tokens)
+        if m is not None and m.fp is not None and m.fp.frames is not None and m.fp.frames.size and item.path in self.keys:
+            self.fresh.append((item.path, self.keys[item.path], m))
+            if len(self.fresh) >= 256:
+                self.flush()
+        ok = m is not None and not m.problem
+        self.files[n] = {"path": item.ref, "split": item.split, "line": item.line, "problem": m.problem if m else None,
+                         "seconds": round(m.seconds, 3) if ok else None, "sample_rate": m.sample_rate if ok else None,
+                         "channels": m.channels if ok else None, "caption": item.caption,
+                         "rms_dbfs": round(m.summary.get("rms_dbfs", 0.0), 1) if ok else None}
+        if not ok:
+            return
+        self.captions[n] = (item, m.audio_hash)
+        if not m.summary.get("nonfinite_fraction"):  # NaN statistics say nothing about where they came from
+            self.stats[item.split].add(m.samples, m.total, m.total_sq)
+        entry = Entry(item.split, item.ref, item.where, m.audio_hash, m.seconds, m.fp is None or m.fp.silent,
+                      item.source_id, item.title, item.artist, item.cache_refs, item.cache_hashes)
+        windows = np.zeros((0, DIM), np.float16) if m.fp is None else m.fp.windows.astype(np.float16)
+        self.kept[n] = (entry, windows, item.path or "")
+
+    def flush(self) -> None:
+        if self.fresh:
+            self.cache.put_many(self.fresh)
+            self.fresh.clear()
+
+    def item_findings(self) -> list[Finding]:
+        return [f for n in sorted(self.per_item) for f in self.per_item[n]]
+
+
+def _dispatch(chunks: list[list[Task]], workers: int, sink: _Collector, progress: Progress) -> None:
+    """Measure every chunk, in this process or in `workers` processes, feeding results to `sink`."""
+    if workers <= 1:
+        for chunk in chunks:
+            for n, item, m in _work(chunk):
+                sink.take(n, item, m)
+            progress.advance(len(chunk))
+        return
+    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
+        todo = iter(chunks)
+        running: set[Future[list[tuple[int, Item, Measure | None]]]] = set()
+        for chunk in todo:  # a bounded number of tasks in flight: memory stays flat on any size
+            running.add(pool.submit(_work, chunk))
+            if len(running) >= 4 * workers:
+                break
+        while running:
+            done, running = wait(running, return_when=FIRST_COMPLETED)
+            for fut in done:
+                batch = fut.result()
+                for n, item, m in batch:
+                    sink.take(n, item, m)
+                progress.advance(len(batch))
+                nxt = next(todo, None)
+                if nxt is not None:
+                    running.add(pool.submit(_work, nxt))
+
+
+def _cross_split(sink: _Collector, cache: FingerprintCache, workers: int, fitted: FittedStats | None,
+                 sampled: list[int] | list[str] | None, sampler_file: str | None, progress: Progress
+                 ) -> tuple[list[Finding], list[Entry], list[Match], dict[str, float]]:
+    order = sorted(sink.kept)
+    entries = [sink.kept[n][0] for n in order]
+    windows = [sink.kept[n][1] for n in order]
+    paths_of = [sink.kept[n][2] for n in order]
+    out = run_check("audit.captions", judge_captions, [sink.captions[n] for n in sorted(sink.captions)])
+    progress.say("searching for the same audio across splits")
+    matches, search = find_matches(entries, windows, lambda i: cache.frames(paths_of[i]), threads=max(1, workers),
+                                   progress=progress.say)
+    out += run_check("audit.shared_ids", judge_shared_ids, entries)
+    for name, fn in (("matches", judge_matches), ("alternate_versions", judge_alternate_versions),
+                     ("cache_refs", judge_cache_refs)):
+        out += run_check(f"audit.{name}", fn, entries, matches)
+    sizes = dict(Counter(e.split for e in entries))
+    train = train_split(sizes) if sizes else "train"
+    if fitted is not None:
+        out += run_check("audit.norm_stats", judge_norm_stats, fitted, sink.stats, train)
+    if sampled is not None:
+        ev = sampler_evidence(sampled, entries, train, f"--sampler {Path(sampler_file or '').name}")
+        out += run_check("audit.sampler", judge_sampler, ev)
+    return out, entries, matches, search
+
+
+def run_audit(paths: Sequence[str] = (), splits: Sequence[tuple[str, str]] = (), *, workers: int = 1,
+              max_caption_tokens: int | None = None, stats_file: str | None = None,
+              sampler_file: str | None = None, cache_path: str | Path | None = None,
+              progress: Progress | None = None) -> AuditResult:
+    """Audit the datasets at `paths` and the named `splits` (NAME, PATH); see the module docstring."""
+    t0 = time.perf_counter()
+    progress = progress or Progress()
+    fitted = read_stats(stats_file) if stats_file else None  # bad option files fail before any work
+    sampled = read_sampler(sampler_file) if sampler_file else None
+    sources = resolve_sources(paths, splits)
+    findings: list[Finding] = []
+    items = _read_sources(sources, findings)
+    progress.start(len(items))
+    cache = FingerprintCache(cache_path)
+    try:
+        if cache.note:
+            findings.append(make("audit.cache", "info", None, cache.note, "audit.cache"))
+        cached: dict[int, Measure] = {}
+        keys: dict[str, tuple[int, int]] = {}
+        pending: list[Task] = []
+        for n, item in enumerate(items):
+            key = file_key(item.path) if item.path else None
+            hit = cache.get(item.path, key) if key and item.path else None
+            if key and item.path:
+                keys[item.path] = key
+            if hit is not None:
+                cached[n] = hit
+            pending.append((n, item, key is not None and hit is None))
+        progress.say(f"measuring {len(items)} examples ({len(cached)} from the cache) with {workers} worker(s)")
+        sink = _Collector(cache, keys, cached, max_caption_tokens)
+        _dispatch([pending[i : i + CHUNK] for i in range(0, len(pending), CHUNK)], workers, sink, progress)
+        sink.flush()
+        t1 = time.perf_counter()
+        findings += sink.item_findings()
+        more, entries, matches, search = _cross_split(sink, cache, workers, fitted, sampled, sampler_file, progress)
+        findings += more
+        cache_info = {"path": str(cache.path), "hits": len(cached), "measured": len(items) - len(cached)}
+    finally:
+        cache.close()
+    counts = Counter(i.split for i in items)
+    return AuditResult(
+        findings=sort_findings(_cap(findings)),
+        sources=[{"split": s.split, "path": str(s.path), "kind": s.kind} for s in sources],
+        splits={s: {**st.figures(), "items": counts[s]} for s, st in sink.stats.items()},
+        files=[sink.files[n] for n in sorted(sink.files)],
+        matches=[{"kind": m.kind, "a": entries[m.a].ref, "a_split": entries[m.a].split, "b": entries[m.b].ref,
+                  "b_split": entries[m.b].split, "similarity": round(m.similarity, 4), "coverage": round(m.coverage, 3),
+                  "overlap_s": round(m.overlap_seconds, 2), "lag_s": round(m.lag_seconds, 3)} for m in matches],
+        search=search, cache=cache_info,
+        timings={"measure": t1 - t0, "search": time.perf_counter() - t1, "total": time.perf_counter() - t0})

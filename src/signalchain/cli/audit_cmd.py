@@ -1,0 +1,122 @@
+"""`signalchain audit`: a dataset and its splits, checked before any training (no model needed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..audio.io import read_audio
+from ..audit.cache import default_cache_path
+from ..audit.run import AuditResult, run_audit
+from ..audit.run import Progress as AuditProgress
+from ..errors import SignalchainError, UsageError
+from ..findings import exit_code
+from ..report import console, print_findings, write_json
+from ..report.audit_page import render_audit
+from ._common import common_options, guarded
+
+__all__ = ["audit"]
+
+
+class _Bar(AuditProgress):
+    def __init__(self, bar: Progress):
+        self.bar, self.task = bar, bar.add_task("audit: reading", total=None)
+
+    def start(self, total: int) -> None:
+        self.bar.update(self.task, total=total, description="audit: measuring")
+
+    def advance(self, n: int) -> None:
+        self.bar.advance(self.task, n)
+
+    def say(self, what: str) -> None:
+        self.bar.update(self.task, description=f"audit: {what}")
+
+
+def _parse_splits(items: tuple[str, ...]) -> list[tuple[str, str]]:
+    out = []
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise UsageError(f"--split {item!r} is not NAME=PATH (e.g. --split train=egs/train/data.jsonl)")
+        out.append((name, path))
+    names = [n for n, _ in out]
+    if len(set(names)) != len(names):
+        raise UsageError(f"--split names must differ; got {names}")
+    return out
+
+
+def _summary(result: AuditResult) -> Table:
+    t = Table(title="splits")
+    for col in ("split", "examples", "readable", "hours", "mean", "std"):
+        t.add_column(col)
+    for name, s in result.splits.items():
+        sr = next((f["sample_rate"] for f in result.files if f["split"] == name and f.get("sample_rate")), 0) or 1
+        t.add_row(name, str(s["items"]), str(int(s["clips"])), f"{s['samples'] / sr / 3600:.2f}",
+                  f"{s['mean']:.3g}", f"{s['std']:.3g}")
+    return t
+
+
+def _listen(result: AuditResult, pairs: int = 3, seconds: float = 8.0) -> list[dict[str, Any]]:
+    """Clips of the first flagged pairs, for the HTML page (unreadable ones are skipped)."""
+    out = []
+    for m in result.matches[:pairs]:
+        for side in ("a", "b"):
+            try:
+                f = read_audio(m[side])
+            except SignalchainError:
+                continue
+            out.append({"label": f"{m[side + '_split']}: {m[side]}", "audio": f.audio[:, : int(seconds * f.sample_rate)],
+                        "sample_rate": f.sample_rate, "note": f"{m['kind']}, similarity {m['similarity']}"})
+    return out
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--split", "splits", multiple=True, metavar="NAME=PATH",
+              help="A split to check against the others (repeatable): a manifest, audiofolder or folder.")
+@click.option("--workers", type=int, default=1, show_default=True, help="Processes decoding and fingerprinting.")
+@click.option("--max-caption-tokens", type=int, default=None, help="Flag captions longer than this tokenizer limit.")
+@click.option("--stats", "stats_file", type=click.Path(dir_okay=False), default=None,
+              help="Normalisation statistics the pipeline uses (JSON/safetensors/npz with mean, std).")
+@click.option("--sampler", "sampler_file", type=click.Path(dir_okay=False), default=None,
+              help="The training sampler's indices or example ids (JSON, .txt, .npy).")
+@click.option("--cache", "cache_path", type=click.Path(dir_okay=False), default=None,
+              help=f"Fingerprint cache (SQLite) [default: {default_cache_path()}].")
+@click.option("--no-cache", is_flag=True, help="Use a temporary cache for this run only.")
+@common_options()
+@guarded
+def audit(paths: tuple[str, ...], splits: tuple[str, ...], workers: int, max_caption_tokens: int | None,
+          stats_file: str | None, sampler_file: str | None, cache_path: str | None, no_cache: bool,
+          json_path: str | None, html_path: str | None, debug: bool) -> int:
+    """Audit datasets (AudioCraft manifests, HF audiofolders, folders) and their splits, without a model.
+
+    Each PATH is a manifest (.jsonl, .jsonl.gz) or a folder; a folder holding train/, valid/, test/
+    is audited as those splits. --split NAME=PATH names splits explicitly.
+    """
+    named = _parse_splits(splits)
+    if not paths and not named:
+        raise UsageError("nothing to audit: give a PATH (manifest or folder) or --split NAME=PATH")
+    if workers < 1:
+        raise UsageError(f"--workers must be ≥ 1, got {workers}")
+    if max_caption_tokens is not None and max_caption_tokens < 1:
+        raise UsageError(f"--max-caption-tokens must be ≥ 1, got {max_caption_tokens}")
+    con = console()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console(stderr=True), transient=True) as bar:
+        result = run_audit(paths, named, workers=workers, max_caption_tokens=max_caption_tokens,
+                           stats_file=stats_file, sampler_file=sampler_file,
+                           cache_path=None if no_cache else (cache_path or default_cache_path()), progress=_Bar(bar))
+    print_findings(result.findings, con, title=f"audit · {len(result.files)} examples")
+    con.print(_summary(result))
+    con.print(f"{len(result.files)} examples in {result.timings['total']:.1f} s "
+              f"({result.cache['hits']} from the cache {result.cache['path']})")
+    if json_path:
+        write_json(json_path, result.findings, sources=result.sources, splits=result.splits, matches=result.matches,
+                   files=result.files, search=result.search, cache=result.cache, timings=result.timings)
+    if html_path:
+        render_audit(result.findings, result, _listen(result)).write(html_path)
+        con.print(f"report: {html_path}")
+    return exit_code(result.findings)
