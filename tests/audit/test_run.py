@@ -180,3 +180,16 @@ def test_many_files_with_one_problem_are_listed_then_summarised(tmp_path: Path) 
     silent = [f for f in res.findings if f.id == "audio.silent"]
     assert len(silent) == 26 and len(silent[-1].evidence["paths"]) == 5  # 25 one by one, then the rest in one
     assert len(res.files) == 30
+
+
+def test_cache_rerun_of_the_planted_set_decodes_nothing_and_says_the_same(planted: dict[str, Any],
+                                                                        tmp_path: Path) -> None:
+    """Silent, clipped and unreadable files are kept too: an unchanged file is never decoded twice."""
+    cache = tmp_path / "fp.sqlite"
+    splits = [("train", str(planted["train"])), ("valid", str(planted["valid"]))]
+    first = run_audit(splits=splits, cache_path=cache)
+    again = run_audit(splits=splits, cache_path=cache)
+    present = first.cache["measured"]
+    assert again.cache["measured"] == 1 and again.cache["hits"] == present - 1  # the non-finite file is read again
+    key = [(f.id, f.stage, f.message) for f in first.findings]
+    assert [(f.id, f.stage, f.message) for f in again.findings] == key

@@ -19,7 +19,7 @@ def test_clean_reference_raises_no_error(seed):
 
 def test_symptoms_select_families_and_unknown_names_are_refused():
     run, missing = select_families(symptom="flat-loss")
-    assert run == ["data", "optimisation"] and missing == []
+    assert run == ["data", "optimisation", "precision"] and missing == []
     run, missing = select_families(symptom="nan")
     assert "numerics" in missing or "numerics" in run
     assert set(SYMPTOMS) == {"flat-loss", "unstable", "nan", "silent", "repetitive", "ignores-caption",

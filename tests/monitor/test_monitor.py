@@ -149,3 +149,55 @@ def test_monitor_counts_skipped_steps_of_a_scaler() -> None:
             scaler.update()
             opt.zero_grad()
     assert mon.skipped >= 8 and [f.id for f in mon.findings] == ["amp.steps_skipped"]
+
+
+def test_monitor_measures_the_update_ratio_and_keeps_a_history() -> None:
+    model, opt = make()
+    mon = Monitor(model, opt, replay=loss_fn, ratio_every=2)
+    train(model, mon, batches(5), opt)
+    h = mon.history
+    assert len(h["loss"]) == len(h["grad_norm"]) == 5 and mon.losses is h["loss"]
+    assert h["ratio_steps"] == [1.0, 3.0, 5.0] and len(h["update_ratio"]) == 3
+    # SGD: |Δθ| = lr · |g| exactly on the measured step, so the ratio is checkable independently
+    params = [q.detach().clone() for q in model.parameters()]
+    before = float(torch.cat([q.flatten() for q in params]).norm())
+    assert all(0 < r < 1 for r in h["update_ratio"])
+    assert h["update_ratio"][-1] == pytest.approx(0.1 * h["grad_norm"][-1] / before, rel=0.05)
+    assert mon.findings == []
+
+
+def loop_with(model: nn.Module, opt: torch.optim.Optimizer, mon: Monitor, *, clear_before_step: bool = False,
+              accumulate: int = 1) -> None:
+    for i, batch in enumerate(batches(6)):
+        with mon.step(batch):
+            loss = loss_fn(model, batch) / accumulate
+            loss.backward()
+            mon.check(loss)
+            if clear_before_step:
+                opt.zero_grad()  # the bug: gradients cleared between backward and step
+            if (i + 1) % accumulate == 0:
+                opt.step()
+                opt.zero_grad()
+
+
+@pytest.mark.parametrize("bug", ["clear_before_step", "lr_zero"])
+def test_an_optimizer_step_that_changes_nothing_is_said_once(bug: str) -> None:
+    model, opt = make()
+    if bug == "lr_zero":
+        for g in opt.param_groups:
+            g["lr"] = 0.0
+    mon = Monitor(model, opt, ratio_every=1, on_finding=lambda f: None)
+    loop_with(model, opt, mon, clear_before_step=bug == "clear_before_step")
+    skipped = [f for f in mon.findings if f.id == "optim.step_skipped"]
+    assert len(skipped) == 1 and skipped[0].stage == "optimizer" and skipped[0].evidence["grad_norm"] > 0
+    assert mon.history["update_ratio"] == [0.0] * 6
+
+
+def test_gradient_accumulation_is_not_a_skipped_step() -> None:
+    model, opt = make()
+    mon = Monitor(model, opt, ratio_every=1)
+    loop_with(model, opt, mon, accumulate=3)
+    ratios = mon.history["update_ratio"]
+    assert ratios[0] == ratios[1] == 0.0 and ratios[2] > 0 and mon.findings == []
+    mon.close()
+    assert mon._hook is None

@@ -97,7 +97,11 @@ class FingerprintCache:
         for path, (size, mtime), m in entries:
             fp = m.fp
             frames = None if fp is None or fp.frames is None else np.ascontiguousarray(fp.frames, dtype="<f2")
-            rows.append((path, size, mtime, VERSION, json.dumps(m.scalars(), allow_nan=False, default=float),
+            try:
+                scalars = json.dumps(m.scalars(), allow_nan=False, default=float)
+            except ValueError:  # non-finite statistics: measured again next time rather than stored wrong
+                continue
+            rows.append((path, size, mtime, VERSION, scalars,
                          None if frames is None else frames.tobytes(), 0 if frames is None else frames.shape[1],
                          None if fp is None else np.ascontiguousarray(fp.windows, dtype="<f2").tobytes(),
                          0 if fp is None else len(fp.windows), 0.0 if fp is None else fp.seconds))

@@ -139,7 +139,7 @@ class _Collector:
         if m is None:  # not decoded in the worker: from the cache, or a file that is not there
             m = self.cached.get(n) or (Measure(problem="missing") if item.path and item.path not in self.keys else None)
         self.per_item[n] = run_check("audit.items", judge_item, item, m, self.max_tokens)
-        if m is not None and m.fp is not None and m.fp.frames is not None and m.fp.frames.size and item.path in self.keys:
+        if m is not None and n not in self.cached and item.path in self.keys:  # silent and unreadable files too
             self.fresh.append((item.path, self.keys[item.path], m))
             if len(self.fresh) >= 256:
                 self.flush()

@@ -30,7 +30,9 @@ __all__ = ["doctor"]
 @guarded
 def doctor(pipeline: str | None, families: tuple[str, ...], symptom: str | None, seed: int, budget: str,
            faults: tuple[str, ...], json_path: str | None, html_path: str | None, debug: bool) -> int:
-    """Diagnose PIPELINE (default: the reference pipeline): data path, optimisation, and more."""
+    """Diagnose PIPELINE (default: the reference pipeline): run the families of experiments and checks
+    (audio, data, numerics, optimisation, precision, conditioning, generation, output, splits), or
+    those a --symptom selects, and report the earliest stage where something goes wrong."""
     con = console()
     select_families(families, symptom)  # fail fast on a bad name
     pipe, spec = resolve_pipeline(pipeline, faults)

@@ -41,7 +41,7 @@ FAMILIES: dict[str, Family] = {}
 #: What a user reports → the families worth running (DESIGN §5). Families not built yet are named
 #: anyway; the doctor says which of them it could not run.
 SYMPTOMS: dict[str, tuple[str, ...]] = {
-    "flat-loss": ("data", "optimisation"),
+    "flat-loss": ("data", "optimisation", "precision"),  # a scaler skipping every step is a flat loss
     "unstable": ("optimisation", "numerics", "precision"),
     "nan": ("numerics", "precision", "audio"),
     "silent": ("audio", "data", "output"),

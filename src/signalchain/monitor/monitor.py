@@ -11,7 +11,11 @@
     print(monitor.findings)
 
 Per step it keeps a reference to the batch and the RNG states, and `check` tests the loss and the
-total gradient norm (one fused norm over the gradients): well under 3 % of a step. Only when the
+total gradient norm (one fused norm over the gradients): well under 3 % of a step. Every
+`ratio_every` steps it also measures the update ratio |Δθ| / |θ| of that step (a copy of at most
+`ratio_elements` parameter values before the update), and says `optim.step_skipped` when an update
+that should have happened changed nothing. `history` keeps loss, gradient norm, scale and update
+ratio per step for plotting. Only when the
 check fails does it replay the step — the weights are still the ones the step used, because the
 check runs before `optimizer.step` — under the op-level locator, and turn what it finds into
 findings. With `snapshot=True` it also keeps the model and optimizer state from before the update
@@ -45,6 +49,8 @@ __all__ = ["Monitor", "NonFiniteError"]
 log = logging.getLogger("signalchain")
 CHECK = "monitor"
 SKIP_WINDOW = 8  # steps before a skip rate is judged (a GradScaler skips a few while its scale settles)
+RATIO_EVERY = 20  # steps between update-ratio measurements (a parameter copy each)
+RATIO_ELEMENTS = 1 << 22  # at most this many parameter values copied per measurement
 
 
 class NonFiniteError(SignalchainError):
@@ -60,13 +66,15 @@ class Monitor:
     snapshot: keep the pre-update state every step, to replay an update that poisons the weights.
     scan_every: scan the weights for non-finite values every N steps (0: never). locate: replay on
     failure. strict: raise `NonFiniteError` on a non-finite step. on_finding: called with each finding
-    (default: a warning on the "signalchain" logger).
+    (default: a warning on the "signalchain" logger). ratio_every: measure the update ratio every N
+    steps, the first included (0: never); ratio_elements: how many parameter values it may copy.
     """
 
     def __init__(self, model: torch.nn.Module, optimizer: Any = None, *, scaler: Any = None,
                  replay: Callable[[torch.nn.Module, Any], Any] | None = None, pipeline: Any = None,
                  snapshot: bool = False, scan_every: int = 0, locate: bool = True, strict: bool = False,
-                 on_finding: Callable[[Finding], None] | None = None):
+                 on_finding: Callable[[Finding], None] | None = None, ratio_every: int = RATIO_EVERY,
+                 ratio_elements: int = RATIO_ELEMENTS):
         self.model, self.optimizer, self.scaler = model, optimizer, scaler
         self.replay, self.pipeline = replay, pipeline
         self.snapshot, self.scan_every, self.locate_on_failure, self.strict = snapshot, scan_every, locate, strict
@@ -75,8 +83,19 @@ class Monitor:
         self.steps = 0
         self.fired: list[int] = []  # steps whose check failed
         self.skipped = 0  # steps the scaler skipped
-        self.losses: list[float] = []
         self.reports: list[LocateReport] = []
+        self.ratio_every, self.ratio_elements = ratio_every, ratio_elements
+        #: per step: loss and gradient norm (from `check`), loss scale (with a scaler); update ratio
+        #: on measured steps only (`ratio_steps` says which)
+        self.history: dict[str, list[float]] = {"loss": [], "grad_norm": [], "scale": [], "update_ratio": [],
+                                                 "ratio_steps": []}
+        self.losses = self.history["loss"]
+        self._before: list[tuple[torch.Tensor, torch.Tensor]] | None = None  # (parameter, its value before)
+        self._updated = True  # this step's update was meant to happen (check passed, scaler did not skip)
+        self._stepped = 0  # optimizer.step() calls seen during this step
+        self._hook = None
+        if optimizer is not None and hasattr(optimizer, "register_step_post_hook"):
+            self._hook = optimizer.register_step_post_hook(self._count_step)
         self._batch: Any = None
         self._rng: Snapshot | None = None
         self._state: Snapshot | None = None  # before this step's update (snapshot=True)
@@ -106,7 +125,16 @@ class Monitor:
             self._add(check_failed(CHECK, exc))
             return True
 
+    def close(self) -> None:
+        """Stop counting the optimizer's steps (removes its hook)."""
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+
     # ---- internals ------------------------------------------------------------------------------
+
+    def _count_step(self, *_: Any) -> None:
+        self._stepped += 1
 
     def _guard(self, fn: Callable[..., None], *args: Any) -> None:
         try:
@@ -124,22 +152,58 @@ class Monitor:
             pass
 
     def _begin(self, batch: Any) -> None:
-        self._batch, self._checked = batch, False
+        self._batch, self._checked, self._updated, self._before, self._stepped = batch, False, True, None, 0
         # RNG only (a few microseconds); the weights need no copy: `check` runs before they change.
         self._rng = Snapshot.take(self.model, self.optimizer, None, weights=self.snapshot)
         self._state = self._rng if self.snapshot else None
         if self.scaler is not None:
             self._scale = float(self.scaler.get_scale())
+        if self.ratio_every and self.steps % self.ratio_every == 0:
+            self._before = self._copy_params()
+
+    def _copy_params(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The values of the trainable parameters before the update, up to `ratio_elements` of them."""
+        kept, n = [], 0
+        with torch.no_grad():
+            for q in self.model.parameters():
+                if q.requires_grad and n + q.numel() <= self.ratio_elements:
+                    kept.append((q, q.detach().clone()))
+                    n += q.numel()
+        return kept
 
     def _end(self) -> None:
         self.steps += 1
         if self.scaler is not None and self._scale is not None:
             scale = float(self.scaler.get_scale())
+            self.history["scale"].append(scale)
             if scale < self._scale:
                 self.skipped += 1
+                self._updated = False
                 self._judge_skips(scale)
+        if self._before:
+            self._judge_update(self._before)
+        self._before = None
         if self.scan_every and self.steps % self.scan_every == 0:
             self._scan()
+
+    def _judge_update(self, before: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """Relative size of this step's update; a step that should have updated but changed nothing."""
+        with torch.no_grad():
+            now = [q.detach() for q, _ in before]
+            delta = torch._foreach_sub(now, [old for _, old in before])
+            moved = float(torch.stack(torch._foreach_norm(delta)).float().norm())
+            size = float(torch.stack(torch._foreach_norm([old for _, old in before])).float().norm())
+        ratio = moved / size if size > 0 else float("nan")
+        self.history["update_ratio"].append(ratio)
+        self.history["ratio_steps"].append(float(self.steps))
+        grad = self.history["grad_norm"][-1] if self._checked and self.history["grad_norm"] else None
+        if (moved == 0.0 and self._updated and self._stepped and grad is not None and grad > 0
+                and not any(f.id == "optim.step_skipped" for f in self.findings)):
+            self._add(make("optim.step_skipped", "warning", "optimizer", f"step {self.steps}: optimizer.step() "
+                           f"changed none of {len(before)} parameters although the gradient norm was {grad:.3g}",
+                           CHECK, hint="the step ran without effect: zero_grad (or set_to_none) between backward "
+                                       "and step, a learning rate of 0, parameters missing from its groups",
+                           step=self.steps, grad_norm=grad, parameters=len(before)))
 
     def _judge_skips(self, scale: float) -> None:
         """Skipping most steps, or a scale below 1: the run trains on nothing (said once each)."""
@@ -159,15 +223,17 @@ class Monitor:
     def _check(self, loss: Any, grad_norm: Any) -> bool:
         self._checked = True
         value = float(loss.detach().float()) if isinstance(loss, torch.Tensor) else float(loss)
-        self.losses.append(value)
         if grad_norm is None:
             grads = [q.grad for q in self.model.parameters() if q.grad is not None]
             norm = float(torch.stack(torch._foreach_norm(grads)).norm()) if grads else 0.0
         else:
             norm = float(grad_norm)
+        self.history["loss"].append(value)  # `losses` is the same list
+        self.history["grad_norm"].append(norm)
         if math.isfinite(value) and (math.isfinite(norm) or self.scaler is not None):
             return True  # with a scaler, an overflowing scaled gradient is the scaler's to skip
         self.fired.append(self.steps)
+        self._updated = False  # the loop is told to skip this update
         what = "loss" if not math.isfinite(value) else "gradient norm"
         report = self._locate() if self.locate_on_failure else None
         found = judge_locate(report) if report is not None else []

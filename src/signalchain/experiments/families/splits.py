@@ -96,7 +96,7 @@ def _measure_loaders(ctx: Context, audit: ClipAudit, splits: list[str], model: A
             for batch in itertools.islice(iter(p.loader(split)), batches):
                 clips = _loader_clips(p, batch, model)
                 if clips is None:
-                    problems.append(make("splits.loader_opaque", "info", None, f"loader({split!r}) batches show no "
+                    problems.append(make("split.loader_opaque", "info", None, f"loader({split!r}) batches show no "
                                          "audio (no audio.original tap, no .clips): loader leaks not checked", CHECK,
                                          hint="tap('audio.original', audio, lengths=...) in the step"))
                     break
@@ -169,7 +169,7 @@ def splits_family(ctx: Context) -> list[Finding]:
             taps = _audio_taps(p, ctx.batch(), model)
         except Exception as exc:  # the user's step failing is reported by the data family
             taps = []
-            out.append(make("splits.norm_unchecked", "info", None, f"the step raised {type(exc).__name__}: {exc}; "
+            out.append(make("split.norm_unchecked", "info", None, f"the step raised {type(exc).__name__}: {exc}; "
                             "normalisation statistics were not checked", CHECK, hint="fix the step first"))
         out += run_check("audit.norm_stats", _judge_norm, taps, audit)
     if "loader" in capabilities(p):
