@@ -16,6 +16,14 @@ def no_tap(stage: str, value: Any, /, **meta: Any) -> Any:
     return value
 
 
+def autocast_for(model: torch.nn.Module, dtype: Any) -> Any:
+    """Autocast to `dtype` on the device type the model's parameters live on (a no-op context for None)."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    first = next(model.parameters(), None)
+    return torch.autocast(first.device.type if first is not None else "cpu", dtype=dtype)
+
+
 def update_step(pipeline: Any, model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Any,
                 tap: Any = no_tap) -> StepOutput:
     """`train_step` when the pipeline has one (its own backward, clipping, scaler and schedule);
@@ -24,8 +32,7 @@ def update_step(pipeline: Any, model: torch.nn.Module, optimizer: torch.optim.Op
         return as_step_output(pipeline.train_step(model, optimizer, batch, tap))
     model.train()
     dtype = getattr(pipeline, "amp_dtype", None)
-    ctx = torch.autocast("cuda" if next(model.parameters()).is_cuda else "cpu", dtype=dtype) if dtype else contextlib.nullcontext()
-    with ctx:
+    with autocast_for(model, dtype):
         out = as_step_output(pipeline.step(model, batch, tap))
     scaler = getattr(pipeline, "scaler", None)
     (scaler.scale(out.loss) if scaler is not None else out.loss).backward()

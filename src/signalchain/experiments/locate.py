@@ -22,7 +22,7 @@ import torch
 from ..checks.results_numerics import LocateReport, StageStatus
 from ..pipeline import as_step_output, capabilities
 from ..trace.recorder import _ACTIVE, Recording
-from ._train import no_tap, update_step
+from ._train import autocast_for, no_tap, update_step
 from ._watch import NonFiniteWatch
 from .state import scan_batch, state_names
 
@@ -36,8 +36,7 @@ def forward_backward(pipeline: Any, model: torch.nn.Module, batch: Any, tap: Any
     model.train()
     dtype = getattr(pipeline, "amp_dtype", None)
     own = "train_step" in capabilities(pipeline)  # a pipeline with its own loop autocasts inside `step`
-    ctx = torch.autocast("cpu", dtype=dtype) if (dtype is not None and not own) else contextlib.nullcontext()
-    with ctx:
+    with autocast_for(model, None if own else dtype):
         out = as_step_output(pipeline.step(model, batch, tap))
     if isinstance(out.loss, torch.Tensor) and out.loss.requires_grad:
         out.loss.backward()

@@ -15,7 +15,6 @@ its own update):
 
 from __future__ import annotations
 
-import contextlib
 import math
 from typing import Any
 
@@ -29,7 +28,7 @@ from ..pipeline import capabilities
 from ..trace import StageRecord, Trace
 from ._fp32 import OpRecorder, RecordedOp
 from ._seed import seed_everything
-from ._train import update_step
+from ._train import autocast_for, update_step
 from ._watch import module_paths
 from .context import Context
 from .locate import forward_backward, locate
@@ -84,7 +83,7 @@ def measure_precision(ctx: Context) -> AmpReport:
     def grab(stage: str, value: Any, /, **meta: Any) -> Any:
         if stage in ("grad.norm", "loss") and stage not in grabbed:
             try:
-                grabbed[stage] = float(value)
+                grabbed[stage] = float(value.detach()) if isinstance(value, torch.Tensor) else float(value)
             except (TypeError, ValueError, RuntimeError):
                 pass
         return value
@@ -173,7 +172,7 @@ def _run(p: Any, model: torch.nn.Module, batch: Any, seed: int, upcast: bool, sp
     values = _Values()
     dtype = getattr(p, "amp_dtype", None)
     own = "train_step" in capabilities(p)  # a pipeline with its own loop autocasts inside `step`
-    autocast = torch.autocast("cpu", dtype=dtype) if (dtype is not None and not own) else contextlib.nullcontext()
+    autocast = autocast_for(model, None if own else dtype)
     seed_everything(seed)
     model.train()  # the mode the run trains in (dropout is seeded)
     with torch.no_grad(), module_paths(rec.modules, model), rec, autocast:
