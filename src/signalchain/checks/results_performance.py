@@ -1,0 +1,32 @@
+"""The record the performance experiment fills and `checks/performance.py` judges.
+
+It lives with the checks (layer 3, judge side) so that checks never import experiments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["PerfReport"]
+
+
+@dataclass
+class PerfReport:
+    """Wall-clock timings of consecutive training updates and the host reads made in a few of them.
+
+    Position 0 is the fresh loader iterator's first batch and the fresh model's first update: both
+    pay one-off costs (worker start-up, allocator and kernel warm-up) and are judged apart.
+    """
+
+    waits: list[float]  # seconds spent in `next(loader)` before each update ([] without a loader)
+    computes: list[float]  # seconds of each update: forward, backward, optimizer (device synchronised)
+    device: str  # where the parameters live ("cpu", "cuda:0"…)
+    has_loader: bool = True
+    # Seconds the process's threads were ready to run but waited for a CPU (Linux run-queue delay,
+    # summed over threads) during each wait and each update; [] where the OS does not say.
+    wait_delays: list[float] = field(default_factory=list)
+    compute_delays: list[float] = field(default_factory=list)
+    syncs: list[int] = field(default_factory=list)  # host reads of tensor values, per counted update
+    module_calls: list[int] = field(default_factory=list)  # module forward calls, per counted update
+    sync_ops: dict[str, int] = field(default_factory=dict)  # op -> count, over the counted updates
+    sync_sites: dict[str, int] = field(default_factory=dict)  # user file:line -> count, most first

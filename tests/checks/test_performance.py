@@ -1,0 +1,161 @@
+"""The performance judge on synthetic timing records: it fires on each pattern and stays silent on
+noisy healthy runs. Times are made up here (seconds), never measured."""
+
+import numpy as np
+import pytest
+
+from signalchain.checks.performance import judge_performance, restart_spikes, slow_class
+from signalchain.checks.results_performance import PerfReport
+
+
+def noisy(n, level, rng, spread=0.25):
+    """Healthy-looking times: `level` seconds, log-normal jitter, a slower first item (warm-up)."""
+    xs = (level * np.exp(rng.normal(0.0, spread, n))).tolist()
+    xs[0] *= 1.7
+    return xs
+
+
+def report(waits, computes, syncs=(3, 3), calls=(63, 63)):
+    return PerfReport(waits=list(waits), computes=list(computes), device="cpu", syncs=list(syncs),
+                      module_calls=list(calls), sync_sites={"train.py:42": 64})
+
+
+def found(rep):
+    return sorted((f.id, f.stage) for f in judge_performance(rep) if f.severity.value != "info")
+
+
+def test_healthy_noisy_runs_raise_nothing():
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        n = int(rng.integers(6, 34))
+        rep = report(noisy(n, 0.05, rng), noisy(n, 0.095, rng))
+        assert found(rep) == [], (rep.waits, rep.computes)
+    # one long warm-up (the first update compiles kernels, the first batch starts the workers) is normal
+    rep = report([0.9] + [0.05] * 16, [2.0] + [0.09] * 16)
+    assert found(rep) == []
+    info = [f for f in judge_performance(rep) if f.id == "perf.summary"]
+    assert info and info[0].evidence["median_wait_ms"] == 50.0
+
+
+def test_data_bound_when_waiting_is_as_long_as_computing():
+    rng = np.random.default_rng(1)
+    rep = report(noisy(13, 0.18, rng), noisy(13, 0.095, rng))
+    (f,) = [f for f in judge_performance(rep) if f.id == "perf.data_bound"]
+    assert f.stage == "loader" and f.evidence["wait_share"] > 0.5
+    assert "waits" in f.message and "num_workers" in f.hint
+    # tiny absolute waits are not worth a warning even when compute is tinier still
+    assert found(report([0.01] * 10, [0.005] * 10)) == []
+
+
+@pytest.mark.parametrize("k,r", [(2, 1), (4, 3), (4, 0), (8, 5)])
+def test_one_slow_worker_in_round_robin(k, r):
+    rng = np.random.default_rng(k * 10 + r)
+    n = 4 * k + 1 + r  # the slow worker's turn comes at least 4 times
+    waits = noisy(n, 0.05, rng, spread=0.15)
+    for i in range(1, n):
+        if i % k == r:
+            waits[i] += 0.06
+    rep = report(waits, noisy(n, 0.095, rng))
+    assert found(rep) == [("perf.slow_worker", "loader")]
+    cls = slow_class(waits)
+    assert (cls.period, cls.residue) == (k, r)
+
+
+def test_slow_worker_needs_the_pattern_to_repeat_and_the_others_normal():
+    waits = [0.05] * 13
+    waits[3] = waits[7] = waits[11] = 0.12  # three times at period 4: not yet a pattern
+    assert slow_class(waits) is None
+    rng = np.random.default_rng(3)
+    noisy_waits = noisy(17, 0.05, rng, spread=0.8)  # wildly variable waits: noise, not a worker
+    assert not [f for f in judge_performance(report(noisy_waits, [1.0] * 17)) if f.id == "perf.slow_worker"]
+
+
+def test_worker_restarts_are_start_up_spikes_that_come_back_evenly():
+    rng = np.random.default_rng(4)
+    waits = noisy(17, 0.05, rng, spread=0.15)
+    for i in (0, 8, 16):
+        waits[i] = 0.05 + 0.3
+    rep = report(waits, noisy(17, 0.095, rng))
+    assert found(rep) == [("perf.worker_restart", "loader")]
+    (f,) = [f for f in judge_performance(rep) if f.id == "perf.worker_restart"]
+    assert f.evidence["positions"] == [0, 8, 16] and f.evidence["period"] == 8 and "persistent_workers" in f.hint
+
+
+def test_restart_rule_wants_the_first_batch_and_two_even_recurrences():
+    base = [0.05] * 17
+    only_start = [0.6] + base[1:]  # a DataLoader's first batch pays the start-up: normal
+    assert restart_spikes(only_start) is None and found(report(only_start, [0.1] * 17)) == []
+    once = list(only_start)
+    once[8] = 0.6  # one recurrence is not yet a pattern
+    assert restart_spikes(once) is None
+    uneven = list(once)
+    uneven[10] = 0.6  # 0, 8, 10: not evenly spaced
+    assert restart_spikes(uneven) is None
+    even = list(once)
+    even[16] = 0.6
+    assert restart_spikes(even) == [0, 8, 16]
+
+
+def test_a_stalled_update_is_blamed_on_the_runtime_not_the_loader():
+    rng = np.random.default_rng(5)
+    comps = noisy(12, 0.09, rng, spread=0.15)
+    comps[5] = 0.9
+    rep = report(noisy(12, 0.05, rng, spread=0.15), comps)
+    assert found(rep) == [("perf.stall", "runtime")]
+    (f,) = judge_performance(rep)[:1]
+    assert f.evidence["updates"] == [5] and "checkpoint" in f.hint
+    # twice as slow once is noise on a shared machine, not a stall
+    comps[5] = 0.2
+    assert found(report([0.05] * 12, comps)) == []
+
+
+def test_a_single_long_wait_is_a_loader_stall():
+    waits = [0.05] * 12
+    waits[6] = 1.2
+    assert found(report(waits, [0.09] * 12)) == [("perf.stall", "loader")]
+
+
+@pytest.mark.parametrize("syncs,calls,fires", [
+    ((65, 65), (63, 63), True),  # a read per module call
+    ((40, 41), (900, 900), True),  # many reads, whatever the model's size
+    ((12, 12), (30, 30), True),  # a small model, a read for every other module
+    ((12, 12), (400, 400), False),  # a few logged scalars in a large model
+    ((3, 3), (63, 63), False),
+])
+def test_sync_bound_counts_reads_per_update(syncs, calls, fires):
+    rep = report([0.05] * 8, [0.09] * 8, syncs=syncs, calls=calls)
+    hit = [f for f in judge_performance(rep) if f.id == "perf.sync_bound"]
+    assert bool(hit) is fires
+    if fires:
+        assert hit[0].stage == "runtime" and "train.py:42" in hit[0].hint
+
+
+def test_no_loader_no_timings():
+    assert judge_performance(PerfReport(waits=[], computes=[], device="cpu")) == []
+    rep = PerfReport(waits=[], computes=[0.1, 0.05, 0.05, 0.06, 0.9, 0.05], device="cpu", has_loader=False)
+    assert found(rep) == [("perf.stall", "runtime")]
+
+
+def test_time_spent_waiting_for_a_cpu_is_not_blamed_on_the_pipeline():
+    n = 13
+    computes, waits = [0.09] * n, [0.05] * n
+    cdelay, wdelay = [0.002] * n, [0.001] * n
+    computes[4], cdelay[4] = 1.5, 1.4  # another process held the cores: runnable, not running
+    waits[7], wdelay[7] = 0.9, 0.86
+    rep = PerfReport(waits=waits, computes=computes, device="cpu", wait_delays=wdelay, compute_delays=cdelay)
+    assert found(rep) == []
+    (summary,) = judge_performance(rep)
+    assert summary.evidence["busy_updates"] == [4, 7]
+    computes[9] = 0.9  # a stall with no CPU wait (a blocking upload sleeps) is still a stall
+    assert found(rep) == [("perf.stall", "runtime")]
+
+
+def test_a_busy_machine_is_said_and_not_judged():
+    n = 13
+    rep = PerfReport(waits=[0.05] * n, computes=[3.0] * n, device="cpu", wait_delays=[0.04] * n,
+                     compute_delays=[2.95] * n, syncs=[65], module_calls=[63])
+    rep.computes[5] = 9.0
+    out = judge_performance(rep)
+    assert [f.id for f in out if f.severity.value != "info"] == ["perf.sync_bound"]  # counts need no idle machine
+    (busy,) = [f for f in out if f.id == "perf.machine_busy"]
+    assert busy.severity.value == "info" and "set_num_threads" in busy.hint
