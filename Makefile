@@ -28,6 +28,8 @@ test: setup
 # The main job on the bundled reference pipeline: capture its golden batch, inspect it (HTML with
 # players), re-run it as the code is now (identical: exit 0), then re-run it with a crop bug
 # injected, which `compare` must blame on the `crop` stage (exit 1 is the expected verdict there).
+# Then the doctor: every family on the clean pipeline (no error: exit 0), and the flat-loss families
+# on a pipeline whose gradients are cleared before the optimizer step (exit 1 is the verdict).
 demo: setup
 	@mkdir -p $(DEMO)
 	$(SC) capture --out $(DEMO)/golden --seed 0 --json $(DEMO)/capture.json
@@ -35,10 +37,16 @@ demo: setup
 	$(SC) compare $(DEMO)/golden --json $(DEMO)/compare.json --html $(DEMO)/compare.html
 	$(SC) compare $(DEMO)/golden --fault crop_in_padding --json $(DEMO)/compare-fault.json \
 		--html $(DEMO)/compare-fault.html || test $$? -eq 1
-	@echo "reports: $(DEMO)/inspect.html $(DEMO)/compare.html $(DEMO)/compare-fault.html"
+	$(SC) doctor --json $(DEMO)/doctor.json --html $(DEMO)/doctor.html
+	$(SC) doctor --symptom flat-loss --fault zero_grad_before_step --json $(DEMO)/doctor-fault.json \
+		--html $(DEMO)/doctor-fault.html || test $$? -eq 1
+	@echo "reports: $(DEMO)/inspect.html $(DEMO)/compare.html $(DEMO)/compare-fault.html $(DEMO)/doctor.html $(DEMO)/doctor-fault.html"
 
+# The quick benchmarks (ratios measured in one run); the others are run one by one (see benchmarks/).
 bench: setup
 	$(PY) benchmarks/bench_tap.py
+	$(PY) benchmarks/bench_numerics.py
+	$(PY) benchmarks/bench_doctor.py
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks
