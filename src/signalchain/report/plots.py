@@ -107,9 +107,12 @@ def line_figure(series: Mapping[str, tuple[Sequence[float], Sequence[float]]], t
     for name, x in (vlines or {}).items():
         ax.axvline(x, ls="--", lw=0.8, color="grey")
         ax.text(x, ax.get_ylim()[1], name, rotation=90, va="top", fontsize=7)
-    if logx:
+    def positive(axis: int) -> bool:  # a log axis needs something above zero to show (all-zero norms: linear)
+        return any(np.any(np.asarray(xy[axis], dtype=float) > 0) for xy in series.values())
+
+    if logx and positive(0):
         ax.set_xscale("log")
-    if logy:
+    if logy and positive(1):
         ax.set_yscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
