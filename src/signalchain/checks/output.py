@@ -122,7 +122,8 @@ def judge_file(f: FileReport, expect_rate: int | None = None, expect_subtype: st
     if f.channels > 1 and mono is not None and mono < -10.0:
         out.append(make("audio.channel_cancel", "warning", stage,
                         f"{f.path}: the channels are out of phase (correlation {s.get('channel_correlation') or 0:.2f}); "
-                        f"played in mono the file loses {-mono:.0f} dB", CHECK,
+                        + (f"played in mono the file loses {-mono:.0f} dB" if mono > -100.0 else
+                           "played in mono the channels cancel to silence"), CHECK,
                         hint="one channel is inverted: flip its sign (or write mono)", mono_energy_db=mono, **ev))
     if expect_rate is not None and f.sample_rate is not None and f.sample_rate != expect_rate:
         out.append(make("output.sample_rate", "error", stage,
