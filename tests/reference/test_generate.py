@@ -102,6 +102,16 @@ def test_seeds_reproducible(model: MusicLM) -> None:
     assert torch.equal(a, b) and not torch.equal(a, c)
 
 
+def test_the_sampler_logits_are_kept_only_when_asked(model: MusicLM) -> None:
+    cond, cond_mask = _condition(model)
+    plain = generate(model, cond, cond_mask, SamplingConfig(max_frames=8, greedy=True))
+    assert plain.logits is None and plain.cond_logits is None
+    kept = generate(model, cond, cond_mask, SamplingConfig(max_frames=8, greedy=True, keep_logits=True))
+    assert torch.equal(kept.codes, plain.codes)  # keeping them changes nothing sampled
+    assert kept.logits.shape == (2, K, 8, CARD) and kept.cond_logits.shape == kept.logits.shape
+    assert torch.equal(kept.logits.argmax(-1), kept.codes)  # greedy picks are the argmax of what was kept
+
+
 def test_prompt_is_kept_verbatim(model: MusicLM) -> None:
     cond, cond_mask = _condition(model)
     prompt = torch.randint(0, CARD, (2, K, 5), generator=torch.Generator().manual_seed(3))

@@ -31,6 +31,7 @@ class SamplingConfig:
     stop_after_silence_frames: int | None = None  # stop once every row ends in this many ...
     silence_codes: Tensor | None = None  # [K] ... frames equal to these codes
     seed: int = 0
+    keep_logits: bool = False  # also return what the sampler saw ([B, K, T, C] per pass): for diagnosis only
 
     def __post_init__(self) -> None:
         if self.temperature < 0:
@@ -126,7 +127,8 @@ def generate(
     silent_run = torch.zeros(B, dtype=torch.long, device=device)  # trailing silent frames per row
     frames, stopped = T, False
     codebooks = torch.arange(K, device=device)
-    seen = torch.full((3 if guided else 1, B, K, S, C), float("nan"), device=device)  # sampler's logits per step
+    seen = (torch.full((3 if guided else 1, B, K, S, C), float("nan"), device=device)  # sampler's logits per step
+            if cfg.keep_logits else None)
 
     was_training = model.training
     model.eval()
@@ -140,8 +142,10 @@ def generate(
             if guided:
                 cond_logits, uncond_logits = logits.chunk(2, dim=0)
                 logits = uncond_logits + cfg.cfg_coef * (cond_logits - uncond_logits)
-                seen[1:, :, :, s] = torch.stack([cond_logits, uncond_logits]).float()
-            seen[0, :, :, s] = logits.float()
+                if seen is not None:
+                    seen[1:, :, :, s] = torch.stack([cond_logits, uncond_logits]).float()
+            if seen is not None:
+                seen[0, :, :, s] = logits.float()
             tokens = sample_next(logits.reshape(B * K, C), cfg, generator).view(B, K)
             write = to_sample[:, s]  # [K]
             pattern[:, write, s] = tokens[:, write]
@@ -160,14 +164,16 @@ def generate(
     codes = revert_delay_pattern(pattern).clone()  # [B, K, T]
     if stopped:  # later frames are partly sampled (finer codebooks lag); replace them all
         codes[:, :, frames:] = silence.view(1, K, 1)
-    seen[:, :, ~to_sample] = float("nan")  # [K, S] mask over dims 2, 3: specials and prompt codes were not sampled
-    frame_logits = revert_delay_pattern(seen.flatten(0, 1)).unflatten(0, (seen.shape[0], B)).clone()  # [*, B, K, T, C]
-    if stopped:
-        frame_logits[:, :, :, frames:] = float("nan")
-    return GenerationResult(codes=codes, frames_generated=frames, stopped=stopped, prompt_frames=P,
-                            logits=frame_logits[0],
-                            cond_logits=frame_logits[1] if guided else None,
-                            uncond_logits=frame_logits[2] if guided else None)
+    result = GenerationResult(codes=codes, frames_generated=frames, stopped=stopped, prompt_frames=P)
+    if seen is not None:
+        seen[:, :, ~to_sample] = float("nan")  # [K, S] mask over dims 2, 3: specials and prompt codes were not sampled
+        frame_logits = revert_delay_pattern(seen.flatten(0, 1)).unflatten(0, (seen.shape[0], B)).clone()  # [*, B, K, T, C]
+        if stopped:
+            frame_logits[:, :, :, frames:] = float("nan")
+        result.logits = frame_logits[0]
+        if guided:
+            result.cond_logits, result.uncond_logits = frame_logits[1], frame_logits[2]
+    return result
 
 
 def _check_prompt(

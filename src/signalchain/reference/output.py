@@ -6,6 +6,7 @@ Silence and scale bugs live here as often as in the model, so every hop is tappe
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,8 @@ class OutputRoute:
         """Sample codes for the batch's captions; `sampling` overrides the configured settings."""
         frames = int(self.cfg.segment_seconds * self.codec.frame_rate)
         cfg = self.sampling_config(sampling, frames)
+        if tap is not _no_tap and not cfg.keep_logits:  # someone is watching: keep what the sampler saw for the taps
+            cfg = dataclasses.replace(cfg, keep_logits=True)
         ids, mask = self.tokenizer.encode(list(batch.captions))
         was_training = model.training
         model.eval()
