@@ -3,14 +3,12 @@ signalchain's own code is `internal.check_failed`. Either way the report goes on
 
 from __future__ import annotations
 
-import os
 import traceback
 
 from ..findings import Finding, Severity, check_failed
+from ._frames import is_ours
 
 __all__ = ["crash_origin", "crash_finding"]
-
-_OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _is_library(path: str) -> bool:
@@ -27,8 +25,7 @@ def crash_origin(exc: BaseException) -> tuple[str, str] | None:
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
         if _is_library(frame.filename):
             continue
-        ours = frame.filename.startswith(_OWN) and "/reference/" not in frame.filename
-        return None if ours else ("user", f"{frame.filename}:{frame.lineno}")
+        return None if is_ours(frame.filename) else ("user", f"{frame.filename}:{frame.lineno}")
     return None
 
 

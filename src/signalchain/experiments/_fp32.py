@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ._graph import _user_location
+from ._frames import user_location
 from ._watch import _upcast, flat_tensors
 
 __all__ = ["OpRecorder", "RecordedOp"]
@@ -70,5 +70,5 @@ class OpRecorder(TorchDispatchMode):
                 t = floats[0]
                 self.ops.append(RecordedOp(str(func), self.modules[-1] if self.modules else "",
                                            t.detach().float().clone(), str(t.dtype).removeprefix("torch."),
-                                           _user_location() if self.locations else None))
+                                           user_location() if self.locations else None))
         return out

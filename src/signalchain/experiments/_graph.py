@@ -10,34 +10,18 @@ whose parameters lost their gradient.
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
 
 from ..checks.results import GraphBreak
+from ._frames import user_location
 
 __all__ = ["GraphWatch"]
 
 _INT_CASTS = {"long", "int", "short", "char", "byte", "bool"}
 _LEAVE = {"numpy", "item", "tolist", "__array__"}
-_TORCH_DIR = os.path.dirname(torch.__file__)
-_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # signalchain/
-_USER_INSIDE_OWN = (os.path.join(_OWN_DIR, "reference"),)
-
-
-def _user_location() -> str:
-    """file:line of the innermost frame that is user code (not torch, not signalchain's machinery)."""
-    frame = sys._getframe(2)
-    while frame is not None:
-        path = os.path.abspath(frame.f_code.co_filename)
-        ours = path.startswith(_OWN_DIR) and not path.startswith(_USER_INSIDE_OWN)
-        if not path.startswith(_TORCH_DIR) and not ours and "<frozen" not in path:
-            return f"{path}:{frame.f_lineno}"
-        frame = frame.f_back
-    return "?"
 
 
 def _tensors(obj: Any) -> list[torch.Tensor]:
@@ -79,7 +63,7 @@ class GraphWatch(TorchFunctionMode):
                     brk.stage = stage
 
     def _log(self, op: str, kind: str, out: Any) -> None:
-        brk = GraphBreak(op=op, kind=kind, stage=None, location=_user_location(), order=self.tick())
+        brk = GraphBreak(op=op, kind=kind, stage=None, location=user_location(), order=self.tick())
         self.breaks.append(brk)
         if isinstance(out, torch.Tensor):
             self._detached[id(out)] = brk

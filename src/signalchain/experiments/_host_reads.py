@@ -26,7 +26,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ._graph import _user_location
+from ._frames import user_location
 
 __all__ = ["HostReads"]
 
@@ -111,7 +111,7 @@ class HostReads:
         self.ops[op] += 1
         self._seen += 1
         if self._seen <= _MAX_SITES:
-            self.sites[_user_location()] += 1
+            self.sites[user_location()] += 1
 
     @contextlib.contextmanager
     def watch(self, optimizer: torch.optim.Optimizer | None) -> Iterator[None]:

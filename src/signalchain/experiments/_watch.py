@@ -20,7 +20,7 @@ import torch.optim.optimizer as _optim
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..checks.results_numerics import OpEvent
-from ._graph import _user_location
+from ._frames import user_location
 
 __all__ = ["NonFiniteWatch", "module_paths", "tensor_stats", "flat_tensors"]
 
@@ -337,7 +337,7 @@ class NonFiniteWatch(TorchDispatchMode):
             if info is not None:
                 ev.forward_op, ev.module, ev.tap_index = f"{info[0]} ({type(node).__name__})", info[1], info[2]
         elif phase == "forward" and self.locations:
-            ev.location = _user_location()
+            ev.location = user_location()
         if kind == "born" and first.dtype in _LOW and not inplace:
             try:
                 again = func(*_upcast(args), **{k: _upcast(v) for k, v in kwargs.items()})

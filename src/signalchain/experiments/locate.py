@@ -10,7 +10,6 @@ everything recorded before the exception.
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -22,13 +21,12 @@ import torch
 from ..checks.results_numerics import LocateReport, StageStatus
 from ..pipeline import as_step_output, capabilities
 from ..trace.recorder import _ACTIVE, Recording
+from ._frames import TORCH_DIR
 from ._train import autocast_for, no_tap, update_step
 from ._watch import NonFiniteWatch
 from .state import scan_batch, state_names
 
 __all__ = ["locate", "forward_backward", "StageWatch"]
-
-_TORCH_DIR = os.path.dirname(torch.__file__)
 
 
 def forward_backward(pipeline: Any, model: torch.nn.Module, batch: Any, tap: Any = no_tap) -> Any:
@@ -134,7 +132,7 @@ def _as_tensor(value: Any) -> torch.Tensor | None:
 
 
 def _where(exc: BaseException) -> str:
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(_TORCH_DIR)]
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(TORCH_DIR)]
     last = frames[-1] if frames else None
     at = f" @ {last.filename}:{last.lineno}" if last else ""
     return f"{type(exc).__name__}: {exc}"[:400] + at
