@@ -110,11 +110,19 @@ def find_matches(entries: Sequence[Entry], windows: Sequence[np.ndarray],
     stats["vectors"] = float(len(vectors))
     if not len(vectors):
         return matches, stats
-    if progress:
-        progress(f"indexing {len(vectors):,} window fingerprints")
-    index = WindowIndex.build(vectors, owner, threads)
-    query = np.flatnonzero(np.array([e.split != big for e in entries], dtype=bool)[owner])
-    found = neighbours(index, vectors[query], owner[query], NEIGHBOURS, CANDIDATE_SIMILARITY)
+    # Each evaluation split searches an index of the *other* splits only: a clip's own windows (a
+    # repeated phrase, a loop) would otherwise fill its top-k and push the real copy out.
+    split_of = np.array([e.split for e in entries], dtype=object)[owner]
+    found: dict[tuple[int, int], float] = {}
+    for split in sorted(s for s in sizes if s != big):
+        mine = split_of == split
+        if not mine.any() or mine.all():
+            continue
+        if progress:
+            progress(f"indexing {int((~mine).sum()):,} window fingerprints for the {split} split")
+        index = WindowIndex.build(vectors[~mine], owner[~mine], threads)
+        for pair, sim in neighbours(index, vectors[mine], owner[mine], NEIGHBOURS, CANDIDATE_SIMILARITY).items():
+            found[pair] = max(sim, found.get(pair, -1.0))
     # Keep cross-split pairs, once each, eval side first; at most MAX_CANDIDATES per query item.
     per_item: dict[int, list[tuple[float, int]]] = defaultdict(list)
     done = {(m.a, m.b) for m in matches} | {(m.b, m.a) for m in matches}
