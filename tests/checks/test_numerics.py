@@ -55,7 +55,8 @@ def ids(findings):
     (ev("aten.sum.default", dtype="float16", fp32_finite=True, inf=1, nan=0, inputs=[{"nan": 0, "inf": 0, "abs_max": 30.0}]),
      "low_precision"),
     (ev("aten.addcdiv_.default", phase="optimizer", target="w", inputs=[{}, {}, {"nan": 0, "zero_fraction": 0.1}]),
-     "huge_update"),
+     "division_by_zero"),  # Adam's sqrt(v) + eps = 0 where the gradient is 0: 0/0, whatever the rate
+    (ev("aten.add_.Tensor", phase="optimizer", target="w", inputs=[{"nan": 0}, {"nan": 0, "inf": 3}]), "huge_update"),
     (ev("aten.addmm.default", kind="state", target="fc.weight"), "state"),
 ])
 def test_likely_cause_reads_the_op_and_its_inputs(event: OpEvent, cause: str) -> None:
@@ -90,6 +91,13 @@ def test_a_bad_first_stage_or_batch_is_an_input_problem() -> None:
     stages = [StageStatus("features", 1, "float", nan=1, numel=10)]
     (f,) = judge_locate(report([], stages, loss=None, batch_nonfinite=["batch['x']"]))
     assert (f.id, f.stage) == ("nonfinite.input", "features") and "batch['x']" in f.message
+    (f,) = judge_locate(report([], [StageStatus("audio.original", 1, "float", nan=1, numel=10)], loss=None))
+    assert (f.id, f.stage) == ("nonfinite.input", "audio.original")  # the decoded input audio itself
+
+
+def test_a_bad_first_tap_after_a_finite_batch_is_not_blamed_on_the_input() -> None:
+    (f,) = judge_locate(report([], [StageStatus("features", 1, "float", nan=1, numel=10)], loss=None))
+    assert (f.id, f.stage, f.evidence["cause"]) == ("nonfinite.first", "features", "unknown")
 
 
 def test_nan_only_outside_the_loss_mask_and_a_fill_are_not_findings() -> None:

@@ -129,7 +129,7 @@ def test_snapshot_replays_an_update_that_poisons_the_weights() -> None:
     train(model, mon, data, opt)
     state = next(f for f in mon.findings if f.id == "nonfinite.state")
     assert state.stage == "optimizer" and state.evidence["phase"] == "optimizer"
-    assert state.evidence["target"] == "enc.weight.grad" and state.evidence["cause"] == "huge_update"
+    assert state.evidence["target"] == "enc.weight.grad" and state.evidence["cause"] == "division_by_zero"
     assert "exact zeros" in state.message
 
 

@@ -113,9 +113,18 @@ def _stage_finding(st: StageStatus, rep: LocateReport) -> Finding:
     crash = f" The step then raised {rep.error}." if rep.error else ""
     ev = dict(nan=st.nan, inf=st.inf, numel=st.numel, examples=st.examples, all_bad_examples=st.all_bad_examples,
               previous=previous.name if previous else None, batch_paths=rep.batch_nonfinite, error=rep.error)
+    # The first tap is the input when it is the decoded input audio (DESIGN §2, stage 1); another first
+    # tap after a finite batch shows a value made by untapped code before it, not bad input.
+    if previous is None and not rep.batch_nonfinite and st.name.split("#")[0] != "audio.original":
+        return make("nonfinite.first", "error", st.name,
+                    f"first non-finite value at stage {st.name}: {st.nan} NaN and {st.inf} inf of {st.numel} values "
+                    f"(examples {st.examples}); the batch is finite and no stage is tapped before this one, so the "
+                    f"code between the batch and this tap made them.{crash}", CHECK,
+                    hint="tap the intermediate values before this stage (decode, resample, feature extraction) to "
+                         "narrow it down", cause="unknown", cause_text=CAUSES["unknown"], **ev)
     if rep.batch_nonfinite or previous is None:
         src = f"the batch holds them before any code ran ({_names(rep.batch_nonfinite)})" if rep.batch_nonfinite \
-            else "it is the first stage tapped"
+            else "it is the input audio as decoded, the first stage tapped"
         return make("nonfinite.input", "error", st.name,
                     f"non-finite input: stage {st.name} holds {st.nan} NaN and {st.inf} inf of {st.numel} values "
                     f"(examples {st.examples}) and {src}.{crash}", CHECK,

@@ -70,7 +70,7 @@ def likely_cause(ev: OpEvent) -> tuple[str, str, str]:
         at = 2 if name.startswith("addcdiv") else (1 if name in _DIV else -1)
         denom = ev.inputs[at] if 0 <= at < len(ev.inputs) else {}
         if denom.get("zero_fraction"):
-            return ("huge_update", f"the update of {ev.target} divides by a denominator with exact zeros "
+            return ("division_by_zero", f"the update of {ev.target} divides by a denominator with exact zeros "
                     f"({denom['zero_fraction']:.1%} of it) where the gradient was exactly 0, so 0/0 (Adam: sqrt(v) + eps = 0)",
                     "give the optimizer eps > 0 (Adam's default 1e-8), and check parameters that get no gradient")
         return ("huge_update", f"the update wrote {ev.nan} NaN / {ev.inf} inf into {ev.target}",
