@@ -37,7 +37,7 @@ class _Enough(Exception):
 
 def _loader_clips(p: Any, batch: Any, model: Any) -> list[np.ndarray] | None:
     """The examples of one loader batch as the step sees them (the `audio.original` tap), each its
-    valid part `[C, T_i]`; or the batch's own `.clips` when the step taps no audio."""
+    valid part `[C, T_i]`; None when the step taps no audio (the batch itself is opaque)."""
     seen: list[tuple[Any, dict[str, Any]]] = []
 
     def grab(stage: str, value: Any, **meta: Any) -> Any:
@@ -57,8 +57,7 @@ def _loader_clips(p: Any, batch: Any, model: Any) -> list[np.ndarray] | None:
         lengths = seen[0][1].get("lengths")
         n = [int(v) for v in to_numpy(lengths)] if lengths is not None else [audio.shape[-1]] * len(audio)
         return [audio[i, :, : n[i]] for i in range(len(audio))]
-    clips = getattr(batch, "clips", None)
-    return [np.asarray(to_numpy(c), dtype=np.float32) for c in clips] if clips is not None else None
+    return None  # the batch is opaque (DESIGN §3): without an audio tap there is nothing to compare
 
 
 def _audio_taps(p: Any, batch: Any, model: Any) -> list[AudioTap]:
