@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._tensor import to_numpy
 from ..checks.results_generation import Checkpoint, GenerationReport, GenerationRun
 from ..pipeline import as_step_output, capabilities
 from ..stats import as_batch_audio
@@ -57,7 +58,7 @@ def _teacher_forced(ctx: Context, model: torch.nn.Module) -> tuple[float | None,
     seed_everything(ctx.seed)
     with record(values={"logits", "mask.loss"}, stages={"logits", "mask.loss"}) as t, torch.no_grad():
         out = as_step_output(ctx.pipeline.step(model, ctx.batch(), tap))
-    logits = t.value("logits") if "logits" in t else (out.logits.detach().float().numpy() if out.logits is not None else None)
+    logits = t.value("logits") if "logits" in t else (to_numpy(out.logits) if out.logits is not None else None)
     if logits is None or np.ndim(logits) < 2:
         return None, None
     mask = np.asarray(t.value("mask.loss"), bool) if "mask.loss" in t else None
@@ -67,18 +68,16 @@ def _teacher_forced(ctx: Context, model: torch.nn.Module) -> tuple[float | None,
 
 
 def _decode(p: Any, codes: np.ndarray) -> np.ndarray:
-    audio = p.decode(torch.as_tensor(codes))
-    return np.asarray(audio.detach().cpu() if isinstance(audio, torch.Tensor) else audio, dtype=np.float32)
+    return np.asarray(to_numpy(p.decode(torch.as_tensor(codes))), dtype=np.float32)
 
 
 def _decode_row0(p: Any, codes: np.ndarray | None) -> np.ndarray | None:
     if codes is None or "decode" not in capabilities(p):
         return None
     try:
-        audio = p.decode(torch.as_tensor(codes[:1]))
+        audio = _decode(p, codes[:1])
     except Exception:  # invalid codes: the output family reports that
         return None
-    audio = np.asarray(audio.detach().cpu() if isinstance(audio, torch.Tensor) else audio, dtype=np.float32)
     return audio.reshape(-1, audio.shape[-1])[:1] if audio.ndim >= 2 else audio[None]
 
 

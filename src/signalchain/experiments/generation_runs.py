@@ -62,12 +62,13 @@ def _takes_tap(fn: Any) -> bool:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False
-    return "tap" in params or len(params) >= 4 or any(p.kind is p.VAR_POSITIONAL for p in params.values())
+    return "tap" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
 def call_generate(p: Any, model: Any, batch: Any, sampling: dict[str, Any]) -> Any:
-    """`generate(model, batch, sampling)`, handing it the recording `tap` when it takes one."""
-    return p.generate(model, batch, sampling, tap) if _takes_tap(p.generate) else p.generate(model, batch, sampling)
+    """`generate(model, batch, sampling)`, handing it the recording `tap` (by name) when it takes one;
+    a generate without one can still call `signalchain.tap` itself."""
+    return p.generate(model, batch, sampling, tap=tap) if _takes_tap(p.generate) else p.generate(model, batch, sampling)
 
 
 def codes_of(result: Any) -> np.ndarray | None:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._tensor import to_numpy
 from ..audio.features import log_mel
 from ..audio.io import read_audio
 from ..checks.output import DecoderProbe, FileReport, RouteReport
@@ -172,7 +173,7 @@ def probe_decoder(ctx: Context, window: int = 6) -> DecoderProbe | None:
     sr = int(getattr(p, "sample_rate", 0) or 16000)
 
     def spectrum(x: np.ndarray) -> np.ndarray:
-        audio = np.asarray(p.decode(torch.as_tensor(x)), dtype=np.float64).reshape(-1)
+        audio = np.asarray(to_numpy(p.decode(torch.as_tensor(x))), dtype=np.float64).reshape(-1)
         hop = max(1, len(audio) // T)  # samples per token frame
         return log_mel(audio, sr, n_fft=4 * hop, hop=hop, n_mels=32)  # [M, ≈T]
 
