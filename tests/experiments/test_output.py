@@ -127,3 +127,22 @@ def test_measure_file_never_raises(tmp_path: Path) -> None:
     assert rep.error is not None and "no such audio file" in rep.error
     (tmp_path / "text.wav").write_text("not audio")
     assert measure_file(tmp_path / "text.wav").error is not None
+
+
+def test_silence_pattern_reads_a_per_codebook_padding_mask_too() -> None:
+    import numpy as np
+
+    from signalchain import record, tap
+    from signalchain.experiments.output import silence_pattern
+
+    codes = np.random.default_rng(0).integers(0, 50, (2, 3, 20))
+    codes[:, :, 15:] = np.array([7, 8, 9])[None, :, None]  # the padded tail holds one code frame
+    pad = np.ones((2, 20), bool)
+    pad[:, 15:] = False
+    found = []
+    for mask in (pad, np.repeat(pad[:, None], 3, axis=1)):  # [B, T] and [B, K, T]
+        with record(values=True) as t:
+            tap("tokens", codes, cardinality=50)
+            tap("mask.padding", mask)
+        found.append(silence_pattern(t))
+    assert found[0] == found[1] == [7, 8, 9]

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from ..audio.features import log_mel
+from ..checks._util import as_bool_mask
 from ..checks.results_generation import DataVariety, PositionProbe
 from ..pipeline import capabilities
 from ..stats import as_batch_audio
@@ -96,8 +97,9 @@ def measure_data_variety(ctx: Context, model: torch.nn.Module, batches: list[Any
         if tokens is not None and tokens.value is not None and np.ndim(tokens.value) == 3:
             codes = np.asarray(tokens.value)
             pad = t.get("mask.padding")
-            valid = np.asarray(pad.value, bool) if pad is not None and pad.value is not None else None
-            valid = valid if valid is not None and valid.shape == codes.shape[::2] else np.ones(codes.shape[::2], bool)
+            # [B, T] or [B, K, T] padding mask (DESIGN §2) -> valid frames [B, T]
+            valid = as_bool_mask(np.asarray(pad.value, bool) if pad is not None and pad.value is not None else None,
+                                 codes.shape)[:, 0]
             within += [frame_entropy(codes[i : i + 1, :1], valid[i : i + 1]) for i in range(len(codes))]
             for i in range(len(codes)):
                 digest = hashlib.sha1(np.ascontiguousarray(codes[i]).tobytes()).hexdigest()

@@ -16,6 +16,7 @@ import torch
 from .._tensor import to_numpy
 from ..audio.features import log_mel
 from ..audio.io import read_audio
+from ..checks._util import as_bool_mask
 from ..checks.output import DecoderProbe, FileReport, RouteReport
 from ..errors import SignalchainError
 from ..pipeline import capabilities
@@ -93,8 +94,11 @@ def silence_pattern(trace: Trace) -> list[int] | None:
     tokens, pad = trace.get("tokens"), trace.get("mask.padding")
     if tokens is None or pad is None or tokens.value is None or pad.value is None:
         return None
-    codes, valid = np.asarray(tokens.value), np.asarray(pad.value, bool)
-    if codes.ndim != 3 or valid.shape != codes.shape[::2] or valid.all():
+    codes = np.asarray(tokens.value)
+    if codes.ndim != 3:
+        return None
+    valid = as_bool_mask(np.asarray(pad.value, bool), codes.shape)[:, 0]  # [B, T] or [B, K, T] -> frames [B, T]
+    if valid.all():
         return None
     frames = codes.transpose(0, 2, 1)[~valid]  # [N, K]
     patterns, counts = np.unique(frames, axis=0, return_counts=True)
