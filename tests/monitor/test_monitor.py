@@ -201,3 +201,12 @@ def test_gradient_accumulation_is_not_a_skipped_step() -> None:
     assert ratios[0] == ratios[1] == 0.0 and ratios[2] > 0 and mon.findings == []
     mon.close()
     assert mon._hook is None
+
+
+def test_a_run_that_stays_broken_is_replayed_once_and_counted_every_step() -> None:
+    model, opt = make("rsqrt")
+    mon = Monitor(model, opt, replay=loss_fn, on_finding=lambda f: None)
+    zero = [(x.index_fill(0, torch.tensor([1]), 0.0), y) for x, y in batches(4)]  # every batch has a silent row
+    assert train(model, mon, zero, opt) == [False] * 4
+    assert mon.fired == [0, 1, 2, 3] and len(mon.reports) == 1
+    assert len([f for f in mon.findings if f.id == "nonfinite.first"]) == 1

@@ -101,6 +101,7 @@ class Monitor:
         self._state: Snapshot | None = None  # before this step's update (snapshot=True)
         self._checked = False
         self._scale: float | None = None
+        self._located: set[str] = set()  # failure kinds ("loss", "gradient norm") already replayed
 
     # ---- the loop's side ------------------------------------------------------------------------
 
@@ -153,10 +154,13 @@ class Monitor:
 
     def _begin(self, batch: Any) -> None:
         self._batch, self._checked, self._updated, self._before, self._stepped = batch, False, True, None, 0
-        # RNG only (a few microseconds); the weights need no copy: `check` runs before they change.
-        self._rng = Snapshot.take(self.model, self.optimizer, None, weights=self.snapshot)
+        # RNG only (a few microseconds), and only when a replay can use it; the weights need no copy:
+        # `check` runs before they change.
+        can_replay = self.locate_on_failure and (self.replay is not None or self.pipeline is not None)
+        self._rng = Snapshot.take(self.model, self.optimizer, None, weights=self.snapshot) \
+            if (can_replay or self.snapshot) else None
         self._state = self._rng if self.snapshot else None
-        if self.scaler is not None:
+        if self.scaler is not None and self._scale is None:  # later steps carry the last step's scale over
             self._scale = float(self.scaler.get_scale())
         if self.ratio_every and self.steps % self.ratio_every == 0:
             self._before = self._copy_params()
@@ -180,6 +184,7 @@ class Monitor:
                 self.skipped += 1
                 self._updated = False
                 self._judge_skips(scale)
+            self._scale = scale  # the next step starts from it: one device read per step
         if self._before:
             self._judge_update(self._before)
         self._before = None
@@ -235,6 +240,11 @@ class Monitor:
         self.fired.append(self.steps)
         self._updated = False  # the loop is told to skip this update
         what = "loss" if not math.isfinite(value) else "gradient norm"
+        if what in self._located:  # already located and said: a run that stays broken is not replayed again
+            if self.strict:
+                raise NonFiniteError(f"step {self.steps}: the {what} is not finite again")
+            return False
+        self._located.add(what)
         report = self._locate() if self.locate_on_failure else None
         found = judge_locate(report) if report is not None else []
         if not found:
