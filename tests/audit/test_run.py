@@ -193,3 +193,13 @@ def test_cache_rerun_of_the_planted_set_decodes_nothing_and_says_the_same(plante
     assert again.cache["measured"] == 1 and again.cache["hits"] == present - 1  # the non-finite file is read again
     key = [(f.id, f.stage, f.message) for f in first.findings]
     assert [(f.id, f.stage, f.message) for f in again.findings] == key
+
+
+def test_a_float_file_at_integer_scale_is_a_scale_error_not_clipping(tmp_path: Path) -> None:
+    x = np.asarray(generate_clip(4, 0, SR).audio, dtype=np.float32).T
+    sf.write(tmp_path / "int-scale.wav", x * 32768.0, SR, subtype="FLOAT")  # int16 values written as float
+    sf.write(tmp_path / "fine.wav", x, SR, subtype="FLOAT")
+    res = run_audit([str(tmp_path)], cache_path=None)
+    loud = {(f.id, Path(f.evidence["path"]).name) for f in res.findings if f.severity.value != "info" and "path" in f.evidence}
+    assert ("audio.scale", "int-scale.wav") in loud
+    assert not any(name == "fine.wav" for _, name in loud) and ("audio.clipped", "int-scale.wav") not in loud

@@ -8,7 +8,7 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 
-from ..checks.audio import CANCEL_DB, CLIP_SHARE, DC_LIMIT, SILENT_DBFS
+from ..checks.audio import CANCEL_DB, CLIP_SHARE, DC_LIMIT, SCALE_PEAK, SILENT_DBFS
 from ..checks.base import make
 from ..findings import Finding
 from .records import STAGE_DATASET, Item, Measure
@@ -48,7 +48,11 @@ def _audio(item: Item, m: Measure) -> list[Finding]:
     if s.get("rms_dbfs", 0.0) < SILENT_DBFS:
         out.append(_f("audio.silent", "warning", item, f"silent (RMS {s['rms_dbfs']:.1f} dBFS)",
                       "drop it or fix the export; silent clips teach the model silence", rms_dbfs=s["rms_dbfs"]))
-    if s.get("clipping_fraction", 0.0) > CLIP_SHARE:
+    if s.get("peak", 0.0) > SCALE_PEAK:  # the same rule as checks.audio: past full scale by far is not clipping
+        out.append(_f("audio.scale", "error", item, f"peaks at {s['peak']:.4g}, far beyond full scale 1.0",
+                      "integer samples were stored as float without dividing by 32768 (or a gain was applied "
+                      "twice): rescale the file", peak=s["peak"]))
+    elif s.get("clipping_fraction", 0.0) > CLIP_SHARE:
         out.append(_f("audio.clipped", "warning", item, f"{100 * s['clipping_fraction']:.2g}% of the samples sit at full scale",
                       "re-export with headroom; the codec learns the distortion", fraction=s["clipping_fraction"]))
     if abs(s.get("dc", 0.0)) > DC_LIMIT:

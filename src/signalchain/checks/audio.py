@@ -12,7 +12,7 @@ from ..findings import Finding
 from ..trace import StageRecord, Trace
 from .base import make
 
-__all__ = ["check_audio", "SILENT_DBFS"]
+__all__ = ["check_audio", "SILENT_DBFS", "SCALE_PEAK"]
 
 CHECK = "checks.audio"
 SILENT_DBFS = -60.0
@@ -20,6 +20,7 @@ LEVEL_JUMP_DB = 12.0
 CANCEL_DB = -10.0
 DC_LIMIT = 0.05
 CLIP_SHARE = 1e-3
+SCALE_PEAK = 1.5  # a float peak this far past full scale is a scale bug (integer samples as float), not clipping
 OUTPUT_STAGES = ("audio.decoded", "audio.written")  # judged by the output checks, their own route
 
 
@@ -74,11 +75,11 @@ def check_audio(trace: Trace) -> list[Finding]:
                             hint="find the file or transform that produced them; one NaN sample poisons the loss",
                             examples=nonfinite))
         peak = max(e["peak"] for e in ex)
-        if peak > 1.5 and once("audio.scale"):
+        if peak > SCALE_PEAK and once("audio.scale"):
             out.append(make("audio.scale", "error", name, f"{name} peaks at {peak:.4g}, far beyond full scale 1.0", CHECK,
                             hint="integer samples were not divided by 32768 (or a gain was applied twice)", peak=peak))
         clipped = [i for i, e in enumerate(ex) if e["clipping_fraction"] > CLIP_SHARE]
-        if clipped and peak <= 1.5 and once("audio.clipped"):
+        if clipped and peak <= SCALE_PEAK and once("audio.clipped"):
             out.append(make("audio.clipped", "warning", name, f"examples {clipped} of {name} clip "
                             f"({100 * max(ex[i]['clipping_fraction'] for i in clipped):.2g}% of samples at full scale)",
                             CHECK, hint="lower the gain before this stage or normalise with headroom", examples=clipped))
