@@ -20,7 +20,7 @@ from signalchain.experiments.generation_data import measure_data_variety, probe_
 from signalchain.experiments.generation_memory import copy_similarity, fingerprint, nearest_examples
 from signalchain.experiments.generation_runs import generate_once, stop_probe, take
 from signalchain.pipeline import ProtocolView
-from signalchain.reference import ReferencePipeline
+from signalchain.reference import RefConfig, ReferencePipeline
 from signalchain.reference.faults import catalogue
 from signalchain.reference.generate import SamplingConfig
 
@@ -244,3 +244,24 @@ def test_a_generated_copy_is_found_shifted_and_rescaled() -> None:
     assert which == [longest] and near[0].similarity > 0.9 and near[0].audio_similarity_second < 0.8
     a = fingerprint(examples[0][1], 16000)
     assert copy_similarity(a, a) == pytest.approx(1.0)
+
+
+def test_audio_loop_hears_a_repeated_phrase_and_not_noise() -> None:
+    from signalchain.experiments.generation_metrics import audio_loop
+
+    rng = np.random.default_rng(0)
+    sr = 16000
+    phrase = rng.normal(0, 0.2, int(0.4 * sr)).astype(np.float32)
+    looped = audio_loop(np.tile(phrase, 10), sr)
+    noise = audio_loop(rng.normal(0, 0.2, 10 * len(phrase)).astype(np.float32), sr)
+    assert looped["loop_seconds"] == pytest.approx(0.4, abs=0.03) and looped["loop_strength"] > 0.8
+    assert noise["loop_strength"] < 0.3 < looped["loop_strength"]
+
+
+def test_generation_runs_carry_the_decoded_audio_loop() -> None:
+
+    p = ReferencePipeline(RefConfig(batch_size=2, segment_seconds=1.0, dim=64, layers=1))
+    model = p.build_model(0)
+    run, _, _ = generate_once(ProtocolView(p), model, p.golden_batch(0), "greedy", {"greedy": True}, 0, 40)
+    assert run.error is None and run.audio_loop is not None
+    assert set(run.audio_loop) == {"self_similarity", "loop_seconds", "loop_strength"}

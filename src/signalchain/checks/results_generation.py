@@ -64,6 +64,9 @@ class GenerationRun:
     cardinality: int | None = None
     invalid: int = 0  # tokens outside [0, cardinality)
     error: str | None = None
+    # The first prompt's audio, decoded: mean cosine similarity of its spectral frames (high for static
+    # or looping sound) and the strongest frame-autocorrelation lag (experiments.generation_metrics.audio_loop)
+    audio_loop: dict[str, float] | None = None
 
 
 @dataclass

@@ -15,10 +15,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._tensor import to_numpy
 from ..checks.results_generation import GenerationRun, StopProbe
+from ..pipeline import capabilities
 from ..trace import Trace, record, tap
 from ._seed import seed_everything
-from .generation_metrics import guidance_coefficient, sampler_fit, token_stats
+from .generation_metrics import audio_loop, guidance_coefficient, sampler_fit, token_stats
 
 __all__ = ["take", "generate_once", "call_generate", "codes_of", "NEUTRAL", "stop_probe"]
 
@@ -110,6 +112,7 @@ def generate_once(p: Any, model: Any, batch: Any, label: str, overrides: dict[st
         run.invalid = int(((codes < 0) | (codes >= run.cardinality)).sum())
     valid = codes[:, :, : run.frames_generated] if run.frames_generated else codes
     run.stats = token_stats(valid, frame_rate)
+    run.audio_loop = _audio_loop(p, valid[:1])
     if "generation.logits" in trace and trace["generation.logits"].value is not None:
         g = np.asarray(trace.value("generation.logits"), dtype=np.float64)  # [B, K, T, C]
         if g.shape[:3] == codes.shape:
@@ -121,6 +124,22 @@ def generate_once(p: Any, model: Any, batch: Any, label: str, overrides: dict[st
                 run.guidance = guidance_coefficient(g, np.asarray(trace.value("generation.logits.cond")),
                                                     np.asarray(trace.value("generation.logits.uncond")))
     return run, trace, result
+
+
+def _audio_loop(p: Any, codes: np.ndarray) -> dict[str, float] | None:
+    """Repetition heard rather than counted: `audio_loop` of the decoded first prompt, when the pipeline
+    can decode and the codes are valid (invalid ones are the output family's to report)."""
+    rate = getattr(p, "sample_rate", None)
+    if "decode" not in capabilities(p) or not rate or codes.shape[-1] < 4:
+        return None
+    try:
+        audio = np.asarray(to_numpy(p.decode(torch.as_tensor(codes))), dtype=np.float32)
+    except Exception:
+        return None
+    audio = audio.reshape(-1, audio.shape[-1])
+    if not np.isfinite(audio).all() or audio.shape[-1] < int(rate) // 5:
+        return None
+    return audio_loop(audio, int(rate))
 
 
 def stop_probe(p: Any, model: Any, batch: Any, frames: int, seed: int) -> StopProbe | None:

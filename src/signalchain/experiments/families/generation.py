@@ -27,11 +27,12 @@ def _num(x: float | None, fmt: str = ".2f") -> str:
 def _row(r: GenerationRun) -> list[Any]:
     s, f = r.stats, r.fit
     if r.error:
-        return [r.label, r.error[:80]] + ["—"] * 9
+        return [r.label, r.error[:80]] + ["—"] * 10
     return [r.label, "ok", _num(float(np.mean(s.entropy)) if s else None), _num(s.ngram_repetition if s else None),
             _num(s.longest_repeat if s else None), f"{s.loop_period} ({_num(s.loop_strength)})" if s else "—",
             _num(f.top1 if f else None), _num(f.top1_expected if f else None, ".3f"),
-            _num(f.temperature if f else None), str(f.max_rank) if f else "—", _num(r.guidance)]
+            _num(f.temperature if f else None), str(f.max_rank) if f else "—", _num(r.guidance),
+            f"{_num(a['self_similarity'])} / {a['loop_seconds']:.2f} s ({_num(a['loop_strength'])})" if (a := r.audio_loop) else "—"]
 
 
 def _resample(x: np.ndarray, sr_in: int, sr_out: int) -> np.ndarray:
@@ -49,7 +50,8 @@ def _metrics(out: GenerationOutcome, side: str, text: str) -> dict[str, Any]:
                             f"{rep.frames} frames (fresh model, then checkpoints)",
                             "headers": ["run", "status", "token entropy", "repeated 4-grams", "longest repeat",
                                         "loop period (strength)", "top-1 picks", "top-1 if faithful",
-                                        "fitted temperature", "max rank", "guidance"],
+                                        "fitted temperature", "max rank", "guidance",
+                                        "audio self-similarity / loop (strength)"],
                             "rows": [_row(r) for r in rep.runs] + [_row(r) for c in rep.checkpoints[1:] for r in c.runs]}
     if rep.checkpoints:
         steps = [c.step for c in rep.checkpoints]
