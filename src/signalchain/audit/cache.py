@@ -18,13 +18,17 @@ import numpy as np
 
 from ..audio import fingerprint as fpmod
 from ..audio.fingerprint import Fingerprint
+from ..stats import CLIP_LEVEL, SILENCE_DBFS
+from . import measure as measure_mod
 from .records import Measure
 
 __all__ = ["FingerprintCache", "default_cache_path", "file_key", "VERSION"]
 
-#: Changes whenever what a fingerprint means changes: old entries are then recomputed.
-VERSION = (f"m1-r{fpmod.RATE}-h{fpmod.HOP}-b{fpmod.BANDS}-w{fpmod.WINDOW}/{fpmod.WINDOW_HOP}"
-           f"-g{fpmod.GROUPS}x{fpmod.MOD_BINS}-db{fpmod.RANGE_DB}")
+#: Changes whenever what a cached measure means changes (the fingerprint's constants, and the levels
+#: and frame length of the summary): old entries are then recomputed.
+VERSION = (f"m1-r{fpmod.RATE}-n{fpmod.N_FFT}-h{fpmod.HOP}-b{fpmod.BANDS}-w{fpmod.WINDOW}/{fpmod.WINDOW_HOP}"
+           f"-g{fpmod.GROUPS}x{fpmod.MOD_BINS}-db{fpmod.RANGE_DB}"
+           f"-s{SILENCE_DBFS}-c{CLIP_LEVEL}-f{measure_mod._FRAME_SECONDS}")
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS measures (
     path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, version TEXT, scalars TEXT,

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from ..checks.base import make
 from ..findings import Finding
-from .leakage import Entry, Match, side_rank, train_split
+from .leakage import Entry, Match, side_rank
 from .records import STAGE_SPLIT
 
 __all__ = ["judge_shared_ids", "judge_matches", "judge_alternate_versions", "judge_cache_refs",
@@ -179,9 +179,3 @@ def judge_cache_refs(entries: Sequence[Entry], matches: Sequence[Match]) -> list
                                  "after splitting, keyed by example id (not position), one cache per split",
                                  [{"cache": entries[a].cache_refs} for a, _ in group]))
     return out
-
-
-def eval_splits(entries: Sequence[Entry]) -> tuple[str, list[str]]:
-    sizes = split_sizes(entries)
-    train = train_split(sizes)
-    return train, [s for s in sizes if s != train]

@@ -53,8 +53,8 @@ def _summary(result: AuditResult) -> Table:
     for col in ("split", "examples", "readable", "hours", "mean", "std"):
         t.add_column(col)
     for name, s in result.splits.items():
-        sr = next((f["sample_rate"] for f in result.files if f["split"] == name and f.get("sample_rate")), 0) or 1
-        t.add_row(name, str(s["items"]), str(int(s["clips"])), f"{s['samples'] / sr / 3600:.2f}",
+        seconds = sum(f["seconds"] or 0.0 for f in result.files if f["split"] == name)  # mixed rates add up right
+        t.add_row(name, str(s["items"]), str(int(s["clips"])), f"{seconds / 3600:.2f}",
                   f"{s['mean']:.3g}", f"{s['std']:.3g}")
     return t
 
