@@ -9,7 +9,7 @@ import torch
 
 from ..pipeline import StepOutput, as_step_output, capabilities
 
-__all__ = ["update_step", "regularisation_off", "configured_lrs", "no_tap", "total_grad_norm"]
+__all__ = ["update_step", "regularisation_off", "configured_lrs", "no_tap", "norm_of", "total_grad_norm"]
 
 
 def no_tap(stage: str, value: Any, /, **meta: Any) -> Any:
@@ -49,10 +49,17 @@ def update_step(pipeline: Any, model: torch.nn.Module, optimizer: torch.optim.Op
     return out
 
 
+def norm_of(tensors: list[torch.Tensor]) -> float:
+    """The 2-norm of several tensors together, in float32, one fused kernel per device and dtype
+    (inf/nan when any value is not finite); 0 for none."""
+    if not tensors:
+        return 0.0
+    return float(torch.stack(torch._foreach_norm([t.detach().float() for t in tensors])).norm())
+
+
 def total_grad_norm(model: torch.nn.Module) -> float:
     """The 2-norm of all gradients together (inf/nan when any is not finite)."""
-    norms = [q.grad.detach().float().norm() for q in model.parameters() if q.grad is not None]
-    return float(torch.stack(norms).norm()) if norms else 0.0
+    return norm_of([q.grad for q in model.parameters() if q.grad is not None])
 
 
 def regularisation_off(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:

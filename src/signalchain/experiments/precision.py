@@ -28,7 +28,7 @@ from ..pipeline import capabilities
 from ..trace import StageRecord, Trace
 from ._fp32 import OpRecorder, RecordedOp
 from ._seed import seed_everything
-from ._train import autocast_for, update_step
+from ._train import autocast_for, total_grad_norm, update_step
 from ._watch import module_paths
 from .context import Context
 from .locate import forward_backward, locate
@@ -109,8 +109,7 @@ def measure_precision(ctx: Context) -> AmpReport:
     restore()
     try:
         forward_backward(p, model, batch)
-        norms = [q.grad.detach().float().norm() for q in model.parameters() if q.grad is not None]
-        report.unscaled_grad_norm = float(torch.stack(norms).norm()) if norms else 0.0
+        report.unscaled_grad_norm = total_grad_norm(model)
         report.unscaled_nonfinite = [n for n, q in model.named_parameters()
                                      if q.grad is not None and not bool(torch.isfinite(q.grad).all())]
     except Exception as exc:

@@ -40,6 +40,7 @@ from ..checks.base import make
 from ..checks.numerics import judge_locate
 from ..checks.results_numerics import LocateReport
 from ..errors import SignalchainError
+from ..experiments._train import norm_of
 from ..experiments.locate import locate
 from ..experiments.state import Snapshot, scan_state
 from ..findings import Finding, Severity, check_failed
@@ -196,8 +197,8 @@ class Monitor:
         with torch.no_grad():
             now = [q.detach() for q, _ in before]
             delta = torch._foreach_sub(now, [old for _, old in before])
-            moved = float(torch.stack(torch._foreach_norm(delta)).float().norm())
-            size = float(torch.stack(torch._foreach_norm([old for _, old in before])).float().norm())
+            moved = norm_of(delta)
+            size = norm_of([old for _, old in before])
         ratio = moved / size if size > 0 else float("nan")
         self.history["update_ratio"].append(ratio)
         self.history["ratio_steps"].append(float(self.steps))
@@ -230,7 +231,7 @@ class Monitor:
         value = float(loss.detach().float()) if isinstance(loss, torch.Tensor) else float(loss)
         if grad_norm is None:
             grads = [q.grad for q in self.model.parameters() if q.grad is not None]
-            norm = float(torch.stack(torch._foreach_norm(grads)).norm()) if grads else 0.0
+            norm = norm_of(grads)
         else:
             norm = float(grad_norm)
         self.history["loss"].append(value)  # `losses` is the same list
