@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..model import MusicLM
     from ..pipeline import ReferencePipeline
 
-__all__ = ["Fault", "CATALOGUE", "FAMILIES", "fault", "apply_faults", "get_fault", "catalogue"]
+__all__ = ["Fault", "CATALOGUE", "FAMILIES", "fault", "apply_faults", "get_fault", "catalogue", "patch_model"]
 
 FAMILIES = ("flat_loss", "learning_rate", "nonfinite", "precision", "repetition_training",
             "repetition_generation", "conditioning", "silence", "splits", "performance", "step_boundaries")
@@ -76,3 +77,16 @@ def apply_faults(pipeline: ReferencePipeline, names: Sequence[str]) -> None:
 def catalogue(family: str | None = None) -> list[Fault]:
     """Every registered fault (of one family), in registration order."""
     return [f for f in CATALOGUE.values() if family is None or f.family == family]
+
+
+def patch_model(p: ReferencePipeline, edit: Callable[[MusicLM], None]) -> None:
+    """Make every model `p` builds go through `edit(model)` first: most model bugs live in the code
+    that builds or wraps the model (a detach, a frozen module, an eps of 0), not in the class."""
+    build = p.build_model
+
+    def build_model(seed: int) -> MusicLM:
+        model = build(seed)
+        edit(model)
+        return model
+
+    p.build_model = build_model  # type: ignore[method-assign]

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from ..model import CrossAttention
 from ..text import PAD_ID, UNK_ID, TextEncoder, WordTokenizer, split_words
-from ._registry import fault
+from ._registry import fault, patch_model
 
 if TYPE_CHECKING:
     from ..data import Clip
@@ -51,18 +51,6 @@ def _clip_key(meta: dict[str, Any]) -> tuple[int, int]:
     if m is None:
         raise ValueError(f"not a reference source id: {meta['source_id']!r}")
     return int(m.group(2)), int(m.group(1) or 0)
-
-
-def _patch_model(p: ReferencePipeline, edit: Callable[[MusicLM], None]) -> None:
-    """Post-process every model the pipeline builds (the bug lives in the model-building code)."""
-    build = p.build_model
-
-    def build_model(seed: int) -> MusicLM:
-        model = build(seed)
-        edit(model)
-        return model
-
-    p.build_model = build_model  # type: ignore[method-assign]
 
 
 # ---- 1. the metadata does not contain the intended condition --------------------------------------
@@ -174,7 +162,7 @@ def _text_encoder_frozen(p: ReferencePipeline) -> None:
         # = False`), but this encoder is trained from scratch: it stays at its random init.
         model.text_encoder.requires_grad_(False)
 
-    _patch_model(p, freeze)
+    patch_model(p, freeze)
 
 
 def _no_grad_forward(self: TextEncoder, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -192,7 +180,7 @@ def _text_encoder_no_grad(p: ReferencePipeline) -> None:
         enc = model.text_encoder
         enc.forward = types.MethodType(_no_grad_forward, enc)  # type: ignore[method-assign]
 
-    _patch_model(p, edit)
+    patch_model(p, edit)
 
 
 def _detached_kv_forward(self: CrossAttention, x: torch.Tensor, cond: torch.Tensor,
@@ -210,7 +198,7 @@ def _cross_attn_cond_detached(p: ReferencePipeline) -> None:
         for block in model.blocks:
             block.cross_attn.forward = types.MethodType(_detached_kv_forward, block.cross_attn)
 
-    _patch_model(p, edit)
+    patch_model(p, edit)
 
 
 # ---- 6. the fusion module does not use the resulting tensor --------------------------------------
@@ -239,7 +227,7 @@ def _cross_attn_mask_inverted(p: ReferencePipeline) -> None:
         for block in model.blocks:
             block.cross_attn.forward = types.MethodType(_inverted_mask_forward, block.cross_attn)
 
-    _patch_model(p, edit)
+    patch_model(p, edit)
 
 
 def _batch_pooled_forward(self: TextEncoder, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -257,7 +245,7 @@ def _text_embedding_batch_mean(p: ReferencePipeline) -> None:
         enc = model.text_encoder
         enc.forward = types.MethodType(_batch_pooled_forward, enc)  # type: ignore[method-assign]
 
-    _patch_model(p, edit)
+    patch_model(p, edit)
 
 
 # ---- 8. the training data has no reliable relationship between condition and target ---------------

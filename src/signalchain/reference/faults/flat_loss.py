@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from ..output import _no_tap
-from ._registry import fault
+from ._registry import fault, patch_model
 
 if TYPE_CHECKING:
     from signalchain import StepOutput
@@ -54,18 +54,14 @@ def _lr_too_small(p: ReferencePipeline) -> None:
 @fault("params_frozen", "flat_loss", "parameters are frozen", SECTION,
        ["optim.param_frozen"], "model", symptom="flat-loss")
 def _params_frozen(p: ReferencePipeline) -> None:
-    build = p.build_model
-
-    def build_model(seed: int) -> MusicLM:
-        model = build(seed)
+    def patch(model: MusicLM) -> None:
         for name, param in model.named_parameters():
             # Bug: meant to keep the text encoder frozen as MusicGen keeps T5 frozen
             # (`not name.startswith(...)`); the `not` was lost, so only the encoder trains and
             # the whole language model (embeddings, blocks, heads) is frozen.
             param.requires_grad_(name.startswith("text_encoder."))
-        return model
 
-    p.build_model = build_model  # type: ignore[method-assign]
+    patch_model(p, patch)
 
 
 @fault("optimizer_before_heads_replaced", "flat_loss", "parameters are absent from the optimiser",
@@ -125,10 +121,7 @@ def _zero_grad_before_step(p: ReferencePipeline) -> None:
 @fault("embeddings_detached", "flat_loss", "gradients are detached before the input embeddings",
        SECTION, ["grad.detached", "grad.missing"], "grad", symptom="flat-loss")
 def _embeddings_detached(p: ReferencePipeline) -> None:
-    build = p.build_model
-
-    def build_model(seed: int) -> MusicLM:
-        model = build(seed)
+    def patch(model: MusicLM) -> None:
         for emb in model.embeddings:
             lookup = emb.forward
 
@@ -138,18 +131,14 @@ def _embeddings_detached(p: ReferencePipeline) -> None:
                 return lookup(ids).detach()
 
             emb.forward = forward  # type: ignore[method-assign]
-        return model
 
-    p.build_model = build_model  # type: ignore[method-assign]
+    patch_model(p, patch)
 
 
 @fault("logits_detached", "flat_loss", "the logits are detached from the graph", SECTION,
        ["grad.detached"], "logits", symptom="flat-loss")
 def _logits_detached(p: ReferencePipeline) -> None:
-    build = p.build_model
-
-    def build_model(seed: int) -> MusicLM:
-        model = build(seed)
+    def patch(model: MusicLM) -> None:
         predict = model.compute_predictions
 
         def compute_predictions(codes: Tensor, cond: Tensor, cond_mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -160,9 +149,8 @@ def _logits_detached(p: ReferencePipeline) -> None:
             return logits.detach(), mask
 
         model.compute_predictions = compute_predictions  # type: ignore[method-assign]
-        return model
 
-    p.build_model = build_model  # type: ignore[method-assign]
+    patch_model(p, patch)
 
 
 # ---- 4. the optimiser step is skipped ---------------------------------------------------------------
@@ -231,10 +219,7 @@ def _loss_from_targets(p: ReferencePipeline) -> None:
 @fault("stale_hidden_cache", "flat_loss", "the same stale predictions are reused", SECTION,
        ["loss.stale_predictions"], "logits", symptom="flat-loss")
 def _stale_hidden_cache(p: ReferencePipeline) -> None:
-    build = p.build_model
-
-    def build_model(seed: int) -> MusicLM:
-        model = build(seed)
+    def patch(model: MusicLM) -> None:
         norm = model.norm.forward
         cache: dict[tuple[int, ...], Tensor] = {}
 
@@ -248,9 +233,8 @@ def _stale_hidden_cache(p: ReferencePipeline) -> None:
             return cache[key]
 
         model.norm.forward = forward  # type: ignore[method-assign]
-        return model
 
-    p.build_model = build_model  # type: ignore[method-assign]
+    patch_model(p, patch)
 
 
 # ---- 9. integer or device conversions break the path ---------------------------------------------
@@ -258,10 +242,7 @@ def _stale_hidden_cache(p: ReferencePipeline) -> None:
 @fault("condition_cast_to_ids_dtype", "flat_loss", "an integer conversion breaks the condition path",
        SECTION, ["dtype.path_broken", "condition.no_grad"], "condition.embedding", symptom="flat-loss")
 def _condition_cast_to_ids_dtype(p: ReferencePipeline) -> None:
-    build = p.build_model
-
-    def build_model(seed: int) -> MusicLM:
-        model = build(seed)
+    def patch(model: MusicLM) -> None:
         encode = model.encode_condition
 
         def encode_condition(ids: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -272,18 +253,14 @@ def _condition_cast_to_ids_dtype(p: ReferencePipeline) -> None:
             return cond.to(ids).float(), cond_mask
 
         model.encode_condition = encode_condition  # type: ignore[method-assign]
-        return model
 
-    p.build_model = build_model  # type: ignore[method-assign]
+    patch_model(p, patch)
 
 
 @fault("hidden_numpy_roundtrip", "flat_loss", "a device conversion breaks the gradient path", SECTION,
        ["dtype.path_broken", "grad.missing"], "grad", symptom="flat-loss")
 def _hidden_numpy_roundtrip(p: ReferencePipeline) -> None:
-    build = p.build_model
-
-    def build_model(seed: int) -> MusicLM:
-        model = build(seed)
+    def patch(model: MusicLM) -> None:
         norm = model.norm.forward
 
         def forward(x: Tensor) -> Tensor:
@@ -294,9 +271,8 @@ def _hidden_numpy_roundtrip(p: ReferencePipeline) -> None:
             return norm(torch.from_numpy(clipped).to(x.device))
 
         model.norm.forward = forward  # type: ignore[method-assign]
-        return model
 
-    p.build_model = build_model  # type: ignore[method-assign]
+    patch_model(p, patch)
 
 
 # ---- 10. the model lacks capacity -------------------------------------------------------------------

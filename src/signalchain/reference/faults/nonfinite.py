@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ._registry import fault
+from ._registry import fault, patch_model
 
 if TYPE_CHECKING:
     from ..model import CrossAttention, MusicLM
@@ -29,10 +29,7 @@ SECTION = "NaN and infinite values"
 
 def _wrap_encode_condition(p: ReferencePipeline, post: object) -> None:
     """Make `build_model` return models whose condition embedding goes through `post(model, cond)`."""
-    build = p.build_model
-
-    def build_model(seed: int) -> MusicLM:
-        model = build(seed)
+    def patch(model: MusicLM) -> None:
         encode = model.encode_condition
 
         def encode_condition(ids: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -40,9 +37,8 @@ def _wrap_encode_condition(p: ReferencePipeline, post: object) -> None:
             return post(model, cond), cond_mask  # type: ignore[operator]
 
         model.encode_condition = encode_condition  # type: ignore[method-assign]
-        return model
 
-    p.build_model = build_model  # type: ignore[method-assign]
+    patch_model(p, patch)
 
 
 # ---- 1. division by zero ---------------------------------------------------------------------------
@@ -97,17 +93,13 @@ def _kl_soft_targets_log_zero(p: ReferencePipeline) -> None:
 @fault("cond_layernorm_eps_zero", "nonfinite", "invalid normalisation statistics", SECTION,
        ["nonfinite.first"], "condition.embedding", symptom="nan")
 def _cond_layernorm_eps_zero(p: ReferencePipeline) -> None:
-    build = p.build_model
-
-    def build_model(seed: int) -> MusicLM:
-        model = build(seed)
+    def patch(model: MusicLM) -> None:
         # Bug: a LayerNorm on the conditioner's output, with eps=0 "to match the reference
         # numerics". Masked and dropped condition slots are all-zero vectors: variance 0,
         # so (x - mean) / sqrt(0 + 0) = 0 / 0.
         model.cond_norm = nn.LayerNorm(model.config.dim, eps=0.0)
-        return model
 
-    p.build_model = build_model  # type: ignore[method-assign]
+    patch_model(p, patch)
     _wrap_encode_condition(p, lambda model, cond: model.cond_norm(cond))
 
 
@@ -116,10 +108,7 @@ def _cond_layernorm_eps_zero(p: ReferencePipeline) -> None:
 @fault("logit_scale_raw_init", "nonfinite", "exponential overflow", SECTION,
        ["nonfinite.first"], "logits", symptom="nan")
 def _logit_scale_raw_init(p: ReferencePipeline) -> None:
-    build = p.build_model
-
-    def build_model(seed: int) -> MusicLM:
-        model = build(seed)
+    def patch(model: MusicLM) -> None:
         # Bug: a learnable logit scale kept in log space (as CLIP does) is initialised with the
         # scale itself, 100, instead of log(100): exp(100) overflows float32 (max ~ exp(88.7)).
         model.logit_log_scale = nn.Parameter(torch.tensor(100.0))
@@ -130,9 +119,8 @@ def _logit_scale_raw_init(p: ReferencePipeline) -> None:
             return logits * model.logit_log_scale.exp(), mask
 
         model.compute_predictions = compute_predictions  # type: ignore[method-assign]
-        return model
 
-    p.build_model = build_model  # type: ignore[method-assign]
+    patch_model(p, patch)
 
 
 # ---- 5. very large updates -------------------------------------------------------------------------
@@ -233,10 +221,7 @@ def _manual_cross_attention(attn: CrossAttention, x: Tensor, cond: Tensor, cond_
 @fault("cross_attention_no_null_slot", "nonfinite", "an invalid (all-masked) attention mask", SECTION,
        ["nonfinite.first"], "logits", symptom="nan")
 def _cross_attention_no_null_slot(p: ReferencePipeline) -> None:
-    build = p.build_model
-
-    def build_model(seed: int) -> MusicLM:
-        model = build(seed)
+    def patch(model: MusicLM) -> None:
         # Bug: a port of the model to a hand-written attention drops the always-valid null slot
         # ("the condition always has words"). A caption removed by classifier-free dropout has
         # an all-False mask row: its softmax runs over nothing and every logit of it is NaN.
@@ -244,9 +229,8 @@ def _cross_attention_no_null_slot(p: ReferencePipeline) -> None:
         for block in model.blocks:
             attn = block.cross_attn
             attn.forward = lambda x, c, m, attn=attn: _manual_cross_attention(attn, x, c, m)  # type: ignore[method-assign]
-        return model
 
-    p.build_model = build_model  # type: ignore[method-assign]
+    patch_model(p, patch)
 
 
 # ---- 10. corrupted model or optimiser state ------------------------------------------------------
@@ -254,17 +238,13 @@ def _cross_attention_no_null_slot(p: ReferencePipeline) -> None:
 @fault("nan_weight_from_checkpoint", "nonfinite", "corrupted model state", SECTION,
        ["nonfinite.state"], "model", symptom="nan")
 def _nan_weight_from_checkpoint(p: ReferencePipeline) -> None:
-    build = p.build_model
-
-    def build_model(seed: int) -> MusicLM:
-        model = build(seed)
+    def patch(model: MusicLM) -> None:
         # Bug: the weights come from a checkpoint written after an overflow had put a NaN into
         # one weight of the first MLP, and it is loaded without a finiteness check.
         with torch.no_grad():
             model.blocks[0].mlp[0].weight[7, 3] = float("nan")
-        return model
 
-    p.build_model = build_model  # type: ignore[method-assign]
+    patch_model(p, patch)
 
 
 @fault("nan_adam_state_resumed", "nonfinite", "corrupted optimiser state", SECTION,

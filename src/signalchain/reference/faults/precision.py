@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ._registry import fault
+from ._registry import fault, patch_model
 
 if TYPE_CHECKING:
     from ..model import MusicLM
@@ -46,10 +46,7 @@ def _scaler_init_scale_huge(p: ReferencePipeline) -> None:
        ["amp.scale_collapse", "amp.steps_skipped"], "optimizer", symptom="flat-loss")
 def _scale_collapse_nan_grad(p: ReferencePipeline) -> None:
     p.cfg.amp = "fp16"
-    build = p.build_model
-
-    def build_model(seed: int) -> MusicLM:
-        model = build(seed)
+    def patch(model: MusicLM) -> None:
         encode = model.encode_condition
 
         def encode_condition(ids: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
@@ -63,9 +60,8 @@ def _scale_collapse_nan_grad(p: ReferencePipeline) -> None:
             return cond / (rms + 1e-6), cond_mask
 
         model.encode_condition = encode_condition  # type: ignore[method-assign]
-        return model
 
-    p.build_model = build_model  # type: ignore[method-assign]
+    patch_model(p, patch)
 
 
 @fault("fp16_zloss_sum_overflow", "precision", "a float16 operation overflows in the forward", SECTION,
