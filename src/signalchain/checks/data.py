@@ -11,9 +11,8 @@ import numpy as np
 
 from ..findings import Finding
 from ..trace import Trace
+from ..trace.layout import delay_agreement, infer_delays, read_layout
 from ._util import (
-    as_bool_mask,
-    shift_agreement,
     temporal_mutual_information,
     unigram_entropy,
     value,
@@ -41,20 +40,27 @@ def check_batch_sizes(trace: Trace) -> list[Finding]:
 
 
 def check_shapes(trace: Trace) -> list[Finding]:
-    """Logits [B, K, T, C], targets [B, K, T] and the loss mask [B, K, T] must agree exactly."""
+    """Logits, targets and the loss mask must describe the same positions, in whatever layout the
+    pipeline uses ([B, K, T] or HF's [B, T, K] targets; [B, K, T, V] or [B*K, T, V] logits)."""
     out: list[Finding] = []
     logits, targets, mask = trace.get("logits"), trace.get("targets"), trace.get("mask.loss")
-    if logits is not None and targets is not None and list(logits.shape[:-1]) != list(targets.shape):
-        out.append(make("shape.mismatch", "error", "targets",
-                        f"targets have shape {targets.shape} but logits predict {logits.shape[:-1]} (+{logits.shape[-1]} classes)",
-                        CHECK, hint="the loss may be broadcasting or slicing silently; align targets with logits "
-                                    "before the loss (AudioCraft asserts logits.shape[:-1] == targets.shape)",
-                        logits=logits.shape, targets=targets.shape))
-    if mask is not None and targets is not None and list(mask.shape) != list(targets.shape):
+    view = read_layout(trace)
+    if logits is not None and targets is not None and targets.value is not None:
+        predicted = list(view.logits_shape[:3]) if view.logits_shape else None
+        have = list(view.targets.shape) if view.targets is not None else None
+        if predicted is None or have is None or predicted != have:
+            out.append(make("shape.mismatch", "error", "targets",
+                            f"targets have shape {targets.shape} but logits {logits.shape} predict "
+                            f"{predicted if predicted is not None else '?'} [B, K, T] (+{logits.shape[-1]} classes)",
+                            CHECK, hint="the loss may be broadcasting or slicing silently; align targets with logits "
+                                        "before the loss (AudioCraft asserts logits.shape[:-1] == targets.shape)",
+                            logits=logits.shape, targets=targets.shape, layout=view.describe()))
+    if mask is not None and targets is not None and view.targets is not None and view.mask is None \
+            and mask.value is not None:
         out.append(make("shape.mismatch", "error", "mask.loss",
                         f"the loss mask has shape {mask.shape} but targets have {targets.shape}: it broadcasts or is sliced",
-                        CHECK, hint="build the mask per codebook and frame, [B, K, T], like the targets",
-                        mask=mask.shape, targets=targets.shape))
+                        CHECK, hint="build the mask per codebook and frame, like the targets",
+                        mask=mask.shape, targets=targets.shape, layout=view.describe()))
     return out
 
 
@@ -64,7 +70,7 @@ def check_initial_loss(trace: Trace) -> list[Finding]:
     logits = trace.get("logits")
     if loss is None or logits is None or not logits.shape:
         return []
-    mask = value(trace, "mask.loss")
+    mask = read_layout(trace).mask
     if mask is not None and not mask.any():
         return []  # nothing reaches the loss: mask.empty says so, the loss value means nothing
     card = int(logits.shape[-1])
@@ -88,54 +94,74 @@ def check_initial_loss(trace: Trace) -> list[Finding]:
 
 
 def check_masks(trace: Trace) -> list[Finding]:
-    """The loss must keep real frames (mask.empty) and only real frames (mask.padding_trained)."""
-    mask = value(trace, "mask.loss")
-    if mask is None:
+    """The loss must keep real frames (mask.empty) and only real frames (mask.padding_trained).
+
+    The padding mask lives in frame time; a loss mask over a delay pattern lives in pattern time,
+    so the padding is moved by each codebook's delay before the two are laid over each other."""
+    view = read_layout(trace)
+    mask = view.mask
+    if mask is None or "mask.loss" not in trace and view.ignore_index is None:
         return []
-    mask = mask.astype(bool)
-    padding = value(trace, "mask.padding")
+    padding = view.padding
     out: list[Finding] = []
     total, valid = mask.size, int(mask.sum())
-    per_k = mask.reshape(mask.shape[0], mask.shape[1], -1).mean(axis=(0, 2)) if mask.ndim == 3 else np.array([mask.mean()])
+    per_k = mask.mean(axis=(0, 2))
     pad_frac = float(padding.astype(bool).mean()) if padding is not None else None
     stage = "mask.padding" if pad_frac is not None and pad_frac <= 0.05 else "mask.loss"
+    how = "loss mask" if "mask.loss" in trace else f"targets other than the ignore index {view.ignore_index}"
     if valid == 0 or (per_k == 0).any():
         empty = [int(k) for k in np.flatnonzero(per_k == 0)]
         out.append(make("mask.empty", "error", stage,
-                        f"loss mask keeps {valid} of {total} target positions" + (f"; codebooks {empty} have none" if valid else ""),
-                        CHECK, hint="the loss has nothing to learn from; check how the padding mask is built from "
-                                    "the valid lengths (an inverted comparison, lengths in samples vs frames)",
-                        valid=valid, total=total, per_codebook=per_k.tolist(), padding_valid_fraction=pad_frac))
+                        f"the {how} keeps {valid} of {total} target positions" + (f"; codebooks {empty} have none" if valid else ""),
+                        CHECK, hint="the loss has nothing to learn from (a mean over nothing is NaN); check how the "
+                                    "padding mask or the ignored labels are built from the valid lengths (an inverted "
+                                    "comparison, lengths in samples vs frames, every label set to the ignore index)",
+                        valid=valid, total=total, per_codebook=per_k.tolist(), padding_valid_fraction=pad_frac,
+                        layout=view.describe()))
     elif valid / total < 0.05:
         out.append(make("mask.empty", "warning", stage,
-                        f"loss mask keeps only {valid} of {total} target positions ({100 * valid / total:.1f}%)", CHECK,
+                        f"the {how} keeps only {valid} of {total} target positions ({100 * valid / total:.1f}%)", CHECK,
                         hint="nearly nothing reaches the loss; compare the mask with the clips' valid lengths",
                         valid=valid, total=total, per_codebook=per_k.tolist(), padding_valid_fraction=pad_frac))
-    if padding is not None and mask.ndim == 3:
-        pad = as_bool_mask(padding, mask.shape)
+    pad = view.padding_in_target_time
+    if pad is not None:
         trained = int((mask & ~pad).sum())
         if trained:
             out.append(make("mask.padding_trained", "error", "mask.loss",
-                            f"{trained} loss positions lie in padding (frames the padding mask marks invalid)", CHECK,
-                            hint="AND the loss mask with the padding mask: padding trained as targets teaches the "
-                                 "model to emit silence", positions=trained))
+                            f"{trained} loss positions lie in padding (frames the padding mask marks invalid"
+                            + (f", moved by the delays {view.pattern_delays}" if view.target_time == "pattern" else "")
+                            + ")", CHECK,
+                            hint="AND the loss mask with the padding mask (or set padded labels to the ignore index): "
+                                 "padding trained as targets teaches the model to emit silence", positions=trained,
+                            layout=view.describe()))
     return out
 
 
 def check_targets(trace: Trace) -> list[Finding]:
-    """Targets must be codes of the audio, aligned with the logits, and carry information."""
-    targets = value(trace, "targets")
-    if targets is None or targets.ndim != 3:
+    """Targets must be codes of the audio, aligned with the logits, and carry information.
+
+    Targets may hold an ignore index where the loss excludes them, and may live in the delay
+    pattern's time: each codebook is then expected at the delay the pipeline's own pattern gives
+    it (`tokens.pattern`, or `delay=` on the tap)."""
+    view = read_layout(trace)
+    targets = view.targets
+    if targets is None:
         return []
-    tokens = value(trace, "tokens")
-    mask = as_bool_mask(value(trace, "mask.loss"), targets.shape)
-    card = trace["logits"].shape[-1] if "logits" in trace and trace["logits"].shape else None
+    tokens = view.tokens
+    mask = view.mask if view.mask is not None else np.ones(targets.shape, bool)
+    card = view.cardinality
     out: list[Finding] = []
-    if card is not None and ((targets < 0) | (targets >= card)).any():
-        bad = int(((targets < 0) | (targets >= card)).sum())
-        out.append(make("tokens.out_of_range", "error", "targets",
-                        f"{bad} targets lie outside [0, {card}) (min {int(targets.min())}, max {int(targets.max())})", CHECK,
-                        hint="a special/pad id or an unshifted vocabulary leaks into the targets", count=bad, cardinality=card))
+    if card is not None:
+        bad_at = mask & ((targets < 0) | (targets >= card))
+        if bad_at.any():
+            bad = int(bad_at.sum())
+            vals = targets[bad_at]
+            out.append(make("tokens.out_of_range", "error", "targets",
+                            f"{bad} targets the loss counts lie outside [0, {card}) (min {int(vals.min())}, max "
+                            f"{int(vals.max())})", CHECK,
+                            hint="a special/pad id or an unshifted vocabulary leaks into the targets; positions the "
+                                 "loss must skip need the ignore index (-100) there",
+                            count=bad, cardinality=card, ignore_index=view.ignore_index))
     valid = targets[mask]
     if valid.size == 0:
         return out  # an empty loss mask is reported by check_masks; nothing to align here
@@ -148,28 +174,37 @@ def check_targets(trace: Trace) -> list[Finding]:
                            hint="the targets carry no information: check what is passed as targets (a zero tensor, "
                                 "a fill value, the pad id, an index instead of a code)", values=values,
                            count=int(valid.size))]
-    expected = int(trace["targets"].meta.get("shift", 0))
-    if tokens is not None and tokens.shape == targets.shape:
-        agree = {s: shift_agreement(targets, tokens, mask, s) for s in range(-MAX_SHIFT, MAX_SHIFT + 1)}
-        best = max(agree, key=lambda s: float(agree[s].mean()))
-        best_k = [max(agree, key=lambda s, k=k: float(agree[s][k])) for k in range(targets.shape[1])]
-        top = float(agree[best].mean())
+    shift = int(trace["targets"].meta.get("shift", 0))
+    if tokens is not None and tokens.shape[:2] == targets.shape[:2]:
+        frame_time = tokens.shape[-1] == targets.shape[-1]
+        base = [0] * tokens.shape[1] if frame_time else view.pattern_delays
+        if base is not None and len(base) != tokens.shape[1]:
+            base = None
+        span = targets.shape[-1] - tokens.shape[-1]
+        best_d, agree_k = infer_delays(tokens, targets, mask, max_delay=max(span, 0) + MAX_SHIFT)
+        top = float(np.mean(agree_k))
         if top < 0.5:
             mi = temporal_mutual_information(targets)
             out.append(make("targets.random", "error", "targets",
                             f"targets match the tokens in at most {100 * top:.0f}% of positions at any shift within "
-                            f"±{MAX_SHIFT} frames (temporal information {mi:.3f} nats)", CHECK,
+                            f"±{MAX_SHIFT} frames of the expected one (temporal information {mi:.3f} nats)", CHECK,
                             hint="the targets are not the codes of this audio: check that targets come from the same "
                                  "batch (no shuffle, no stale buffer, no random init left in place)",
-                            best_shift=best, agreement=top, temporal_mi=mi))
-        elif best != expected or len(set(best_k)) > 1 or top < 0.98:
-            out.append(make("targets.misaligned", "error", "targets",
-                            f"targets equal the tokens shifted by {best_k} frames per codebook (expected {expected} "
-                            f"everywhere; best agreement {100 * top:.1f}%)", CHECK,
-                            hint="the model input and its target are offset wrongly (an off-by-one, or the delay "
-                                 "pattern applied twice); logits[t] must predict the token the model has not seen",
-                            shift_per_codebook=best_k, expected_shift=expected,
-                            agreement={str(s): [round(float(x), 4) for x in a] for s, a in agree.items()}))
+                            best_delay=best_d, agreement=top, temporal_mi=mi))
+        elif base is not None:
+            # s: targets[t] = tokens[t + s] in the layout's own time (pattern delays taken out).
+            shifts = [b - d for b, d in zip(base, best_d)]
+            at_expected = [delay_agreement(tokens, targets, mask, k, b - shift) or 0.0 for k, b in enumerate(base)]
+            if shifts != [shift] * len(shifts) or min(at_expected) < 0.98:
+                out.append(make("targets.misaligned", "error", "targets",
+                                f"targets equal the tokens shifted by {shifts} frames per codebook (expected {shift} "
+                                "everywhere" + ("" if frame_time else f" after the pipeline's own delays {base}")
+                                + f"; agreement at the expected shifts {[round(100 * a, 1) for a in at_expected]}%)",
+                                CHECK, hint="the model input and its target are offset wrongly (an off-by-one, the "
+                                            "delay pattern applied twice or built for another number of codebooks); "
+                                            "logits[t] must predict the token the model has not seen",
+                                shift_per_codebook=shifts, expected_shift=shift, delays=best_d, pattern_delays=base,
+                                agreement=agree_k, layout=view.describe()))
     elif tokens is None:
         mi = temporal_mutual_information(targets)
         if mi < 0.02:

@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from ..checks._util import as_bool_mask, unigram_entropy
+from ..checks._util import unigram_entropy
 from ..checks.results import CurveReport
+from ..trace.layout import read_layout
 from ._seed import seed_everything
 from ._train import regularisation_off, update_step
 from .context import Context
@@ -48,10 +49,10 @@ def measure_overfit(ctx: Context) -> CurveReport:
             break
     trace = ctx.golden().trace
     h = None
-    if "targets" in trace and trace["targets"].value is not None and np.asarray(trace.value("targets")).ndim == 3:
-        t = np.asarray(trace.value("targets"))
-        m = as_bool_mask(np.asarray(trace.value("mask.loss")) if "mask.loss" in trace else None, t.shape)
-        h = unigram_entropy(t, m) if m.any() else None
+    view = read_layout(trace)  # targets [B, K, T'] whatever the pipeline's layout, ignored ones masked
+    if view.targets is not None:
+        m = view.mask if view.mask is not None else np.ones(view.targets.shape, bool)
+        h = unigram_entropy(view.targets, m) if m.any() else None
     report = CurveReport(losses=losses, grad_norms=norms, steps=len(losses), unigram_entropy=h,
                          regularisation=reg, error=error, lrs=lrs)
     if clip:

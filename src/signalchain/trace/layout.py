@@ -1,0 +1,280 @@
+"""Read a training step's conventions from its taps, instead of assuming the reference's.
+
+Real stacks lay the same quantities out differently:
+
+    reference   targets [B, K, T] (frame time)       logits [B, K, T, V]      mask.loss [B, K, T]
+    HF MusicGen labels  [B, T', K] with -100          logits [B*K, T', V]      (labels != -100)
+                (T' = T + D: the delay pattern's time, D = largest delay)
+
+`read_layout(trace)` works out, from shapes and values alone, how a trace's targets, logits and
+masks are laid out, in which time each lives (frame time or delayed-pattern time, and each
+codebook's delay), and which target positions are ignored. `StepView` then hands checks the
+canonical arrays: targets and loss mask `[B, K, T']`, logits shape `[B, K, T', V]`, and the
+padding mask moved into target time. Where the layout cannot be told, `problems` says why and the
+arrays are None, so a check can say it cannot judge rather than judge the wrong axes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["StepView", "read_layout", "canonical_logits", "infer_delays", "delay_agreement", "DEFAULT_IGNORE_INDEX"]
+
+#: torch's `cross_entropy(ignore_index=-100)` default, which HF's losses use: a target with this
+#: value is ignored when no loss mask is tapped (a tap's `ignore_index=` meta overrides it).
+DEFAULT_IGNORE_INDEX = -100
+
+
+def _value(trace: Any, name: str) -> np.ndarray | None:
+    rec = trace.get(name)
+    if rec is None or rec.value is None:
+        return None
+    return np.asarray(rec.value)
+
+
+def _shape(trace: Any, name: str) -> tuple[int, ...] | None:
+    rec = trace.get(name)
+    return tuple(int(x) for x in rec.shape) if rec is not None and rec.shape is not None else None
+
+
+def canonical_logits(logits: np.ndarray, batch: int | None, codebooks: int | None) -> np.ndarray | None:
+    """Logits as `[B, K, T, V]` from `[B, K, T, V]`, `[B*K, T, V]` or `[B, T, K, V]`; None when the
+    layout cannot be told from `batch` and `codebooks`."""
+    order = logits_order(tuple(logits.shape), batch, codebooks)
+    if order == "BKTV":
+        return logits
+    if order == "(BK)TV":
+        assert batch is not None
+        return logits.reshape(batch, -1, *logits.shape[1:])
+    if order == "BTKV":
+        return np.swapaxes(logits, 1, 2)
+    return None
+
+
+def logits_order(shape: tuple[int, ...], batch: int | None, codebooks: int | None) -> str | None:
+    if len(shape) == 4:
+        if codebooks is None or shape[1] == codebooks:
+            return "BKTV"
+        if shape[2] == codebooks:
+            return "BTKV"
+        return None
+    if len(shape) == 3 and batch and codebooks and shape[0] == batch * codebooks:
+        return "(BK)TV"
+    if len(shape) == 3 and batch and shape[0] % batch == 0 and codebooks is None:
+        return "(BK)TV"
+    return None
+
+
+def _order_of(shape: tuple[int, ...], b: int | None, k: int | None, t: int | None) -> str | None:
+    """How a [B, K, T]-like value is laid out: "BKT", "BTK", "(BK)T", "BT" (shared by codebooks)."""
+    if len(shape) == 3:
+        if (b is None or shape[0] == b) and (k is None or shape[1] == k) and (t is None or shape[2] == t):
+            return "BKT"
+        if (b is None or shape[0] == b) and (k is None or shape[2] == k) and (t is None or shape[1] == t):
+            return "BTK"
+        return None
+    if len(shape) == 2:
+        if b and k and shape[0] == b * k and (t is None or shape[1] == t):
+            return "(BK)T"
+        if (b is None or shape[0] == b) and (t is None or shape[1] == t):
+            return "BT"
+    return None
+
+
+def _to_bkt(x: np.ndarray, order: str, b: int, k: int) -> np.ndarray:
+    if order == "BKT":
+        return x
+    if order == "BTK":
+        return np.swapaxes(x, 1, 2)
+    if order == "(BK)T":
+        return x.reshape(b, k, -1)
+    return np.broadcast_to(x[:, None, :], (x.shape[0], k, x.shape[1]))  # "BT"
+
+
+def delay_agreement(frames: np.ndarray, delayed: np.ndarray, valid: np.ndarray | None, k: int, d: int) -> float | None:
+    """Share of compared positions where `delayed[:, k, t + d] == frames[:, k, t]` (None: nothing to compare)."""
+    T, Tp = frames.shape[-1], delayed.shape[-1]
+    lo_f, hi_f = max(0, -d), min(T, Tp - d)
+    if hi_f - lo_f < max(1, T // 4):
+        return None
+    a = delayed[:, k, lo_f + d : hi_f + d]
+    m = valid[:, k, lo_f + d : hi_f + d] if valid is not None else np.ones(a.shape, bool)
+    n = int(m.sum())
+    if n == 0:
+        return None
+    return float(((a == frames[:, k, lo_f:hi_f]) & m).sum() / n)
+
+
+def infer_delays(frames: np.ndarray, delayed: np.ndarray, valid: np.ndarray | None = None,
+                 max_delay: int | None = None) -> tuple[list[int], list[float]]:
+    """Per codebook, the shift d at which `delayed[:, k, t + d] == frames[:, k, t]` agrees best,
+    and that agreement. `valid` [B, K, T'] limits the comparison to positions of `delayed` that
+    count. Shifts from -3 to `max_delay` (default T' - T + 3)."""
+    T, Tp = frames.shape[-1], delayed.shape[-1]
+    hi = max_delay if max_delay is not None else Tp - T + 3
+    shifts, agreement = [], []
+    for k in range(frames.shape[1]):
+        best, score = 0, -1.0
+        for d in range(-3, hi + 1):
+            s = delay_agreement(frames, delayed, valid, k, d)
+            if s is not None and s > score + 1e-9:
+                best, score = d, s
+        shifts.append(best)
+        agreement.append(max(score, 0.0))
+    return shifts, agreement
+
+
+@dataclass
+class StepView:
+    """The canonical view of one recorded step (see the module doc). Arrays are None when absent."""
+
+    batch: int | None = None
+    codebooks: int | None = None
+    targets: np.ndarray | None = None  # [B, K, T'] as the loss sees them (ignored positions included)
+    mask: np.ndarray | None = None  # [B, K, T'] bool: the positions the loss counts
+    ignored: np.ndarray | None = None  # [B, K, T'] bool: targets holding the ignore index
+    logits_shape: tuple[int, ...] | None = None  # [B, K, T', V]
+    cardinality: int | None = None  # V: classes the logits predict
+    tokens: np.ndarray | None = None  # [B, K, T] frame time
+    padding: np.ndarray | None = None  # [B, T] or [B, K, T] frame time, as tapped
+    padding_in_target_time: np.ndarray | None = None  # [B, K, T'] bool
+    pattern_delays: list[int] | None = None  # the delay pattern the pipeline built (tokens.pattern / delay=)
+    orders: dict[str, str] = field(default_factory=dict)  # stage -> layout ("BKT", "BTK", "(BK)TV", …)
+    ignore_index: int | None = None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def target_time(self) -> str:
+        """"frame" when targets have the tokens' time axis, "pattern" when they are longer."""
+        if self.targets is None or self.tokens is None:
+            return "unknown"
+        return "frame" if self.targets.shape[-1] == self.tokens.shape[-1] else "pattern"
+
+    def describe(self) -> dict[str, Any]:
+        """What was read, for a finding's evidence."""
+        return {"orders": dict(self.orders), "ignore_index": self.ignore_index,
+                "pattern_delays": self.pattern_delays, "target_time": self.target_time}
+
+
+def _batch_size(trace: Any) -> int | None:
+    for name in ("tokens", "audio.cropped", "audio.original", "caption", "condition.tokens"):
+        s = _shape(trace, name)
+        if s:
+            return s[0]
+    return None
+
+
+def _pattern_delays(trace: Any, tokens: np.ndarray | None) -> list[int] | None:
+    for name in ("tokens.pattern", "targets"):
+        rec = trace.get(name)
+        if rec is not None and isinstance(rec.meta.get("delay"), (list, tuple)):
+            return [int(d) for d in rec.meta["delay"]]
+    pattern = _value(trace, "tokens.pattern")
+    if tokens is None or pattern is None or pattern.ndim != 3 or pattern.shape[:2] != tokens.shape[:2]:
+        return None
+    delays, agree = infer_delays(tokens, pattern)
+    return delays if min(agree) > 0.9 else None
+
+
+def read_layout(trace: Any) -> StepView:
+    """The canonical view of `trace` (recorded with values)."""
+    v = StepView()
+    tokens = _value(trace, "tokens")
+    if tokens is not None and tokens.ndim != 3:
+        tokens = None
+    v.tokens = tokens
+    v.batch = _batch_size(trace)
+    lshape = _shape(trace, "logits")
+    tshape = _shape(trace, "targets")
+    v.codebooks = int(tokens.shape[1]) if tokens is not None else (lshape[1] if lshape and len(lshape) == 4 else None)
+    if v.codebooks is None and lshape and len(lshape) == 3 and tshape and len(tshape) == 3 and v.batch:
+        v.codebooks = lshape[0] // v.batch if lshape[0] % v.batch == 0 else None
+    b, k = v.batch, v.codebooks
+    if lshape:
+        order = logits_order(lshape, b, k)
+        if order is None:
+            v.problems.append(f"logits {list(lshape)} are not [B, K, T, V], [B*K, T, V] or [B, T, K, V] for B={b}, K={k}")
+        else:
+            v.orders["logits"] = order
+            if order == "BKTV":
+                v.logits_shape = lshape
+            elif order == "BTKV":
+                v.logits_shape = (lshape[0], lshape[2], lshape[1], lshape[3])
+            else:
+                kk = k or lshape[0] // (b or 1)
+                v.logits_shape = (lshape[0] // kk, kk, lshape[1], lshape[2])
+            v.cardinality = int(lshape[-1])
+    t_len = v.logits_shape[2] if v.logits_shape else None
+    rec = trace.get("targets")
+    ignore = rec.meta.get("ignore_index") if rec is not None else None
+    v.ignore_index = int(ignore) if isinstance(ignore, (int, np.integer)) else None
+    targets = _value(trace, "targets")
+    if targets is not None:
+        order = _order_of(targets.shape, b, k, t_len)
+        if order is None and t_len is None:
+            order = _order_of(targets.shape, b, k, None)
+        if order in (None, "BT") or (order == "(BK)T" and not (b and k)):
+            v.problems.append(f"targets {list(targets.shape)} are not [B, K, T] or [B, T, K] (B={b}, K={k}, T={t_len})")
+        else:
+            v.orders["targets"] = order
+            v.targets = _to_bkt(targets, order, b or targets.shape[0], k or _k_of(targets, order))
+            k = k or v.targets.shape[1]
+            v.codebooks = k
+    mask = _value(trace, "mask.loss")
+    if mask is not None and v.targets is not None:
+        order = _order_of(mask.shape, v.targets.shape[0], v.targets.shape[1], v.targets.shape[2])
+        if order in (None, "BT"):  # a mask shared by every codebook broadcasts: the mean divides wrongly
+            v.problems.append(f"mask.loss {list(mask.shape)} does not fit targets {list(v.targets.shape)} ([B, K, T'])")
+        else:
+            v.orders["mask.loss"] = order
+            v.mask = np.ascontiguousarray(_to_bkt(mask.astype(bool), order, *v.targets.shape[:2]))
+    if v.targets is not None:
+        if v.mask is not None:
+            # Whatever the loss excludes may hold any negative id; an ignore index is what it holds there.
+            neg = v.targets[~v.mask]
+            neg = neg[neg < 0]
+            if neg.size and v.ignore_index is None:
+                vals, counts = np.unique(neg, return_counts=True)
+                v.ignore_index = int(vals[np.argmax(counts)])
+        elif v.ignore_index is None and (v.targets == DEFAULT_IGNORE_INDEX).any():
+            v.ignore_index = DEFAULT_IGNORE_INDEX
+        v.ignored = v.targets == v.ignore_index if v.ignore_index is not None else np.zeros(v.targets.shape, bool)
+        if v.mask is None and v.ignore_index is not None:
+            v.mask = ~v.ignored
+    v.padding = _value(trace, "mask.padding")
+    v.pattern_delays = _pattern_delays(trace, tokens)
+    v.padding_in_target_time = _padding_in_target_time(v)
+    return v
+
+
+def _k_of(x: np.ndarray, order: str) -> int:
+    return int(x.shape[1] if order == "BKT" else x.shape[2])
+
+
+def _padding_in_target_time(v: StepView) -> np.ndarray | None:
+    """The padding mask laid into the targets' time: a target at position t of codebook k is real
+    when frame t - delay(k) is. Frame-time targets need no shift."""
+    if v.padding is None or v.targets is None:
+        return None
+    B, K, Tp = v.targets.shape
+    pad = v.padding.astype(bool)
+    if pad.ndim == 2:
+        pad = np.broadcast_to(pad[:, None, :], (pad.shape[0], K, pad.shape[1]))
+    if pad.ndim != 3 or pad.shape[0] != B or pad.shape[1] not in (1, K):
+        return None
+    pad = np.broadcast_to(pad, (B, K, pad.shape[2]))
+    T = pad.shape[2]
+    if T == Tp:
+        return np.ascontiguousarray(pad)
+    delays = v.pattern_delays
+    if delays is None or len(delays) != K:
+        return None
+    out = np.zeros((B, K, Tp), dtype=bool)
+    for k, d in enumerate(delays):
+        lo, hi = max(0, d), min(Tp, T + d)
+        if hi > lo:
+            out[:, k, lo:hi] = pad[:, k, lo - d : hi - d]
+    return out
