@@ -13,10 +13,24 @@ import click
 from ..errors import SignalchainError, UsageError
 from ..pipeline import capabilities, load_pipeline
 
-__all__ = ["DEFAULT_PIPELINE", "common_options", "resolve_pipeline", "guarded", "parse_tolerances"]
+__all__ = ["DEFAULT_PIPELINE", "BUILTIN_PIPELINES", "common_options", "hf_options", "resolve_pipeline", "guarded",
+           "parse_tolerances"]
 
 #: With no pipeline named, every command runs on the bundled reference pipeline (DESIGN §3).
 DEFAULT_PIPELINE = "signalchain.reference:ReferencePipeline"
+#: Short names for the bundled beds.
+BUILTIN_PIPELINES = {"reference": DEFAULT_PIPELINE, "hf-bed": "signalchain.reference.hf:HFBedPipeline"}
+
+
+def hf_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--hf-musicgen MODEL_DIR --data DATA [--hf-set KEY=VALUE]: a pipeline from a saved HF MusicGen."""
+    f = click.option("--hf-set", "hf_set", multiple=True, metavar="KEY=VALUE",
+                     help="A setting of the HF pipeline (lr, batch_size, segment_seconds, cond_dropout, …).")(f)
+    f = click.option("--data", "data", multiple=True, type=click.Path(exists=True),
+                     help="With --hf-musicgen: an audiofolder, an AudioCraft manifest or a folder (repeatable).")(f)
+    f = click.option("--hf-musicgen", "hf_musicgen", type=click.Path(exists=True, file_okay=False), default=None,
+                     help="A MusicgenForConditionalGeneration save_pretrained folder (with its tokenizer).")(f)
+    return f
 
 
 def common_options(html: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -61,10 +75,24 @@ def guarded(f: Callable[..., int | None]) -> Callable[..., None]:
     return wrapper
 
 
-def resolve_pipeline(spec: str | None, faults: Sequence[str] = ()) -> tuple[Any, str]:
-    """Load the named pipeline (the reference one when None) and inject catalogue faults if asked."""
-    spec = spec or DEFAULT_PIPELINE
-    pipeline = load_pipeline(spec)
+def resolve_pipeline(spec: str | None, faults: Sequence[str] = (), hf_musicgen: str | None = None,
+                     data: Sequence[str] = (), hf_set: Sequence[str] = ()) -> tuple[Any, str]:
+    """Load the named pipeline (the reference one when None; `hf-bed` for the HF bed), or one made
+    from a saved HF MusicGen and its data, and inject catalogue faults if asked."""
+    if hf_musicgen is not None:
+        if spec:
+            raise UsageError(f"give either a pipeline ({spec!r}) or --hf-musicgen, not both")
+        if not data:
+            raise UsageError("--hf-musicgen needs --data: an audiofolder, an AudioCraft manifest or a folder of audio")
+        from ..integrations.hf_musicgen import from_pretrained_dir, parse_settings
+
+        pipeline = from_pretrained_dir(hf_musicgen, list(data), parse_settings(hf_set))
+        spec = f"--hf-musicgen {hf_musicgen}"
+    else:
+        if data or hf_set:
+            raise UsageError("--data and --hf-set go with --hf-musicgen MODEL_DIR")
+        spec = BUILTIN_PIPELINES.get(spec or "", spec) or DEFAULT_PIPELINE
+        pipeline = load_pipeline(spec)
     if faults:
         if "with_faults" not in capabilities(pipeline):
             raise UsageError(f"--fault needs a pipeline with with_faults(names), such as the reference pipeline; {spec!r} has none")

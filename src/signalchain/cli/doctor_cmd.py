@@ -11,7 +11,7 @@ from ..findings import exit_code
 from ..pipeline import ProtocolView
 from ..report import console, print_findings, render_doctor, write_json
 from ..report.doctor_page import strip_audio
-from ._common import common_options, guarded, resolve_pipeline
+from ._common import common_options, guarded, hf_options, resolve_pipeline
 from .golden_cmds import fault_option
 
 __all__ = ["doctor"]
@@ -26,16 +26,19 @@ __all__ = ["doctor"]
 @click.option("--budget", type=click.Choice(list(BUDGETS)), default="business", show_default=True,
               help="How many steps the experiments may take.")
 @fault_option
+@hf_options
 @common_options()
 @guarded
 def doctor(pipeline: str | None, families: tuple[str, ...], symptom: str | None, seed: int, budget: str,
-           faults: tuple[str, ...], json_path: str | None, html_path: str | None, debug: bool) -> int:
-    """Diagnose PIPELINE (default: the reference pipeline): run the families of experiments and checks
+           faults: tuple[str, ...], hf_musicgen: str | None, data: tuple[str, ...], hf_set: tuple[str, ...],
+           json_path: str | None, html_path: str | None, debug: bool) -> int:
+    """Diagnose PIPELINE (default: the reference pipeline; `hf-bed` for the bundled HF MusicGen bed;
+    or --hf-musicgen MODEL_DIR --data DATA for a saved HF MusicGen and a dataset): run the families of experiments and checks
     (audio, data, numerics, optimisation, precision, conditioning, generation, output, splits), or
     those a --symptom selects, and report the earliest stage where something goes wrong."""
     con = console()
     select_families(families, symptom)  # fail fast on a bad name
-    pipe, spec = resolve_pipeline(pipeline, faults)
+    pipe, spec = resolve_pipeline(pipeline, faults, hf_musicgen, data, hf_set)
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console(stderr=True),
                   transient=True) as bar:
         task = bar.add_task("doctor: starting", total=None)

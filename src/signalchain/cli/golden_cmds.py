@@ -20,7 +20,7 @@ from ..report import (
     render_inspect,
     write_json,
 )
-from ._common import common_options, guarded, parse_tolerances, resolve_pipeline
+from ._common import common_options, guarded, hf_options, parse_tolerances, resolve_pipeline
 
 __all__ = ["capture", "compare", "inspect"]
 
@@ -33,13 +33,15 @@ fault_option = click.option("--fault", "faults", multiple=True, metavar="NAME",
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Golden batch folder to write.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @fault_option
+@hf_options
 @common_options()
 @guarded
-def capture(pipeline: str | None, out: str, seed: int, faults: tuple[str, ...], json_path: str | None,
-            html_path: str | None, debug: bool) -> int:
+def capture(pipeline: str | None, out: str, seed: int, faults: tuple[str, ...], hf_musicgen: str | None,
+            data: tuple[str, ...], hf_set: tuple[str, ...], json_path: str | None, html_path: str | None,
+            debug: bool) -> int:
     """Record the golden batch of PIPELINE (default: the reference pipeline) with full values."""
     con = console()
-    pipe, spec = resolve_pipeline(pipeline, faults)
+    pipe, spec = resolve_pipeline(pipeline, faults, hf_musicgen, data, hf_set)
     with con.status(f"capturing the golden batch of {pipe.name} (seed {seed})…"):
         run = run_golden(pipe, seed)
         prov = collect_provenance(pipe, spec=spec, seed=seed, faults=list(faults))

@@ -169,10 +169,14 @@ class HFMusicgenPipeline:
     def _instantiate(self, seed: int) -> Any:
         src = self._model_source
         torch.manual_seed(seed)
-        if isinstance(src, (str, Path)):
-            from transformers import MusicgenForConditionalGeneration
+        if isinstance(src, (str, Path)):  # load once; every build is a copy of the pretrained weights
+            if getattr(self, "_pretrained", None) is None:
+                from transformers import MusicgenForConditionalGeneration
+                from transformers.utils import logging
 
-            return MusicgenForConditionalGeneration.from_pretrained(str(src))
+                logging.disable_progress_bar()
+                self._pretrained = MusicgenForConditionalGeneration.from_pretrained(str(src))
+            return copy.deepcopy(self._pretrained)
         if isinstance(src, torch.nn.Module):
             return copy.deepcopy(src)
         if hasattr(src, "to_dict") and not callable(src):  # a MusicgenConfig
