@@ -79,6 +79,13 @@ def likely_cause(ev: OpEvent) -> tuple[str, str, str]:
         return ("empty_reduction", f"`{name}` ran over an empty tensor (shape {floats[0].get('shape')}): "
                 "the mean of nothing is 0/0", "guard the reduction: divide a sum by count.clamp(min=1), or skip "
                 "groups the mask leaves empty")
+    ints = [i for i in ev.inputs if "int_min" in i]
+    if name.startswith(("nll_loss", "cross_entropy")) and ints and ints[0]["int_min"] == ints[0]["int_max"] \
+            and ints[0]["int_min"] in ev.scalars:
+        return ("empty_reduction", f"`{name}` got {ints[0]['numel']} targets that all equal the ignore index "
+                f"{ints[0]['int_min']}: the mean over no counted target is 0/0",
+                "the loss mask (or the labels set to the ignore index) leaves nothing: see mask.empty; build the "
+                "ignored labels from the valid lengths, and guard empty batches")
     if name in _SOFTMAX and x.get("all_neg_inf_rows"):
         return ("invalid_mask", f"softmax over {x['all_neg_inf_rows']} of {x.get('rows')} rows that are entirely "
                 "-inf (every position masked): exp(-inf)/sum = 0/0",

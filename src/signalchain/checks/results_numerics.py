@@ -21,7 +21,10 @@ class OpEvent:
                     finite or ±inf inputs, inf from finite inputs): the value was created here;
           "state" — a parameter, buffer or optimizer moment fed the op a non-finite value;
           "fill"  — a deliberate fill with a non-finite constant (masked_fill(-inf), full(nan));
-          "transient" — born, then made finite again in place by the code itself (a guarded division).
+          "transient" — born, then made finite again in place by the code itself (a guarded division);
+          "dead end"  — born in the forward, but no later value carries it to a tap while another
+                        event's value does (T5's log of a zero relative position, cast to an integer
+                        bucket: by design, and harmless).
     """
 
     order: int  # event counter, shared with the taps
@@ -42,6 +45,7 @@ class OpEvent:
     fp32_finite: bool | None = None  # low-precision ops: the same op on float32 inputs is finite
     location: str | None = None  # user file:line of forward ops (when cheap to know)
     tap_index: int = 0  # number of taps made before this op (its stage is a tap at or after it)
+    reached: str | None = None  # the first tapped stage whose value carries this event's non-finite values
 
 
 @dataclass

@@ -27,7 +27,7 @@ __all__ = ["NonFiniteWatch", "module_paths", "tensor_stats", "flat_tensors"]
 _LOW = (torch.float16, torch.bfloat16)
 _KEY = "signalchain"
 # How many events of each (kind, phase) are kept: the first is what matters, a few give context.
-_QUOTA = {"born": 3, "state": 3, "fill": 2}
+_QUOTA = {"born": 8, "state": 3, "fill": 2}  # born: room for dead ends before the cause
 # After the first born/state event the watch looks a little further for context, then stops: later
 # ops only carry the bad value on, and inspecting every one of them would cost more than the step.
 _CONTEXT_OPS = 40
@@ -66,6 +66,8 @@ def tensor_stats(t: torch.Tensor) -> dict[str, Any]:
     """Statistics of a tensor as plain numbers: range and moments of its finite values, counts of the rest."""
     x = t.detach()
     out: dict[str, Any] = {"dtype": str(x.dtype).removeprefix("torch."), "shape": list(x.shape), "numel": x.numel()}
+    if x.numel() and not x.is_floating_point() and not x.is_complex() and x.dtype != torch.bool:
+        out.update(int_min=int(x.min()), int_max=int(x.max()))  # targets of a loss: all ignored?
     if not x.is_floating_point() or x.numel() == 0:
         return out
     x = x.float()
@@ -159,6 +161,9 @@ class NonFiniteWatch(TorchDispatchMode):
         self._kept: dict[tuple[str, str], int] = {}
         self._first_bad: int | None = None  # counter of the first born/state event
         self._born: dict[int, tuple[OpEvent, torch.Tensor]] = {}  # storage -> born event, until cleaned
+        # storage -> the born event whose non-finite values it carries (its lineage), so that a value
+        # that never reaches anything (cast to an integer, selected away) is told from the cause
+        self._lineage: dict[int, tuple[OpEvent, ...]] = {}
         self.stopped = False
         self._info: dict[Any, tuple[bool, tuple[int, ...]]] = {}
 
@@ -188,6 +193,7 @@ class NonFiniteWatch(TorchDispatchMode):
                 yield self
         finally:
             self._flush()
+            self.finish()
             for h in handles:
                 h.remove()
 
@@ -200,6 +206,7 @@ class NonFiniteWatch(TorchDispatchMode):
             self.taps += 1
             self.paused = True  # our own checks are not the pipeline's ops
             try:
+                self._reach(stage, value)
                 on_tap(stage, value, self.counter)
             except Exception as exc:  # never break the step we watch
                 self.failures.append(f"tap {stage}: {type(exc).__name__}: {exc}")
@@ -208,6 +215,35 @@ class NonFiniteWatch(TorchDispatchMode):
             return inner(stage, value, **meta)
 
         return watched_tap
+
+    def _reach(self, stage: str, value: Any) -> None:
+        """A tapped value that carries a born event's non-finite values: that event reached `stage`."""
+        if not self._lineage:
+            return
+        for t in _floats(value):
+            events = self._lineage.get(t.untyped_storage().data_ptr(), ())
+            if events and _maybe_nonfinite(t):
+                for ev in events:
+                    ev.reached = ev.reached or stage
+                if self._first_bad is None:
+                    self._first_bad = self.counter
+
+    def _inherited(self, tensors: list[torch.Tensor]) -> tuple[OpEvent, ...]:
+        if not self._lineage:
+            return ()
+        found: dict[int, OpEvent] = {}
+        for t in tensors:
+            for ev in self._lineage.get(t.untyped_storage().data_ptr(), ()):
+                found[id(ev)] = ev
+        return tuple(found.values())
+
+    def finish(self) -> None:
+        """Forward events that reached no tap, when another event did, are dead ends (see OpEvent)."""
+        born = [e for e in self.events if e.kind == "born" and e.phase == "forward"]
+        if any(e.reached for e in born):
+            for e in born:
+                if e.reached is None:
+                    e.kind = "dead end"
 
     # ---- the op stream --------------------------------------------------------------------------
 
@@ -299,8 +335,12 @@ class NonFiniteWatch(TorchDispatchMode):
             kind = "state"  # read a non-finite parameter / buffer / moment
         elif pre and any(a or b for a, b in pre) and any(i in written for _, i, _ in named):
             kind = "state"  # updated a moment that was already non-finite
-        else:
-            return  # a non-finite value travelling on: not news
+        else:  # a non-finite value travelling on: not news, but its lineage goes on
+            inherited = self._inherited(ins)
+            if inherited and len(self._lineage) < 100_000:
+                for t in bad:
+                    self._lineage[t.untyped_storage().data_ptr()] = inherited
+            return
         if kind == "state":
             target = next((n for n, i, t in named if i in written or not bool(torch.isfinite(t).all())), None)
         else:
@@ -309,10 +349,16 @@ class NonFiniteWatch(TorchDispatchMode):
         if self._kept.get(key, 0) >= _QUOTA[kind]:
             return
         self._kept[key] = self._kept.get(key, 0) + 1
-        if kind != "fill" and self._first_bad is None:
+        # A forward birth starts the short look-around only once its value reaches a tap: a dead end
+        # (T5's log(0) bucket) must not stop the watch before the real cause comes.
+        if kind != "fill" and self._first_bad is None and (kind != "born" or phase != "forward"):
             self._first_bad = self.counter
         ev = self._event(func, args, kwargs, bad, kind, phase, target, bool(written))
         self.events.append(ev)
+        if kind == "born" and phase == "forward":  # NaN from an inf born earlier: both carry on here
+            lineage = self._inherited(ins) + (ev,)
+            for t in bad:
+                self._lineage[t.untyped_storage().data_ptr()] = lineage
         if kind == "born" and len(self._born) < 8:
             self._born[bad[0].untyped_storage().data_ptr()] = (ev, bad[0])
 

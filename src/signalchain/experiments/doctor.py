@@ -43,11 +43,11 @@ FAMILIES: dict[str, Family] = {}
 SYMPTOMS: dict[str, tuple[str, ...]] = {
     "flat-loss": ("data", "optimisation", "precision"),  # a scaler skipping every step is a flat loss
     "unstable": ("optimisation", "numerics", "precision"),
-    "nan": ("numerics", "precision", "audio"),
+    "nan": ("numerics", "precision", "audio", "data"),  # an empty loss mask makes a mean of nothing
     "silent": ("audio", "data", "output"),
     "repetitive": ("generation", "data"),
     "ignores-caption": ("conditioning", "data"),
-    "too-good-validation": ("splits",),
+    "too-good-validation": ("splits", "data"),  # targets visible in the model's inputs look too good too
     "slow": ("performance",),
 }
 
