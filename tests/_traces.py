@@ -45,3 +45,33 @@ def step_trace(tokens: np.ndarray, targets: np.ndarray | None = None, mask: np.n
               ("loss.per_codebook", np.full(k, np.log(card) if loss is None else loss, dtype=np.float32))]
     stages += [(name, value) for name, value in extra.items()]
     return make_trace(*stages)
+
+
+def hf_step_trace(tokens: np.ndarray, valid_frames: list[int] | None = None, card: int = 64,
+                  labels_edit: Any = None, mask_from_labels: bool = True, tap_pattern: bool = True,
+                  delays: list[int] | None = None):
+    """A step laid out as Hugging Face MusicGen trains: the delay pattern (codebook k late by k),
+    labels [B, T', K] with -100 on the pattern's empty positions and past each clip's valid frames,
+    logits [B*K, T', V], loss mask [B, K, T'] = labels != -100, padding mask [B, T] in frame time."""
+    b, k, t = tokens.shape
+    delays = list(range(k)) if delays is None else delays
+    tp = t + max(delays)
+    pad_id = card
+    pattern = np.full((b, k, tp), pad_id, dtype=np.int64)
+    for j, d in enumerate(delays):
+        pattern[:, j, d : d + t] = tokens[:, j]
+    valid = np.array(valid_frames if valid_frames is not None else [t] * b)
+    frame = np.arange(tp)[None, None, :] - np.array(delays)[None, :, None]
+    keep = (pattern != pad_id) & (frame < valid[:, None, None])
+    labels = np.where(keep, pattern, -100).transpose(0, 2, 1).copy()  # [B, T', K]
+    if labels_edit is not None:
+        labels = labels_edit(labels)
+    mask = (labels != -100).transpose(0, 2, 1) if mask_from_labels else keep
+    padding = np.arange(t)[None, :] < valid[:, None]
+    stages = [("tokens", tokens, {"cardinality": card}), ("mask.padding", padding)]
+    if tap_pattern:
+        stages.append(("tokens.pattern", pattern, {"special": pad_id}))
+    stages += [("targets", labels, {"ignore_index": -100}),
+               ("logits", np.zeros((b * k, tp, card), dtype=np.float32)), ("mask.loss", mask),
+               ("loss", float(np.log(card))), ("loss.per_codebook", np.full(k, np.log(card), dtype=np.float32))]
+    return make_trace(*stages)

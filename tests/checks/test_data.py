@@ -118,3 +118,68 @@ def test_without_tokens_random_targets_show_no_temporal_information():
     assert ids(check_targets(t)) == [("targets.random", "targets")]
     t2 = make_trace(("targets", codec_like_tokens()), ("logits", np.zeros((4, 4, 50, 64), np.float32)))
     assert check_targets(t2) == []
+
+
+# ---- Hugging Face's conventions: labels [B, T', K] with -100, delayed time, logits [B*K, T', V] ----
+
+from _traces import hf_step_trace  # noqa: E402
+from signalchain.checks.data import DATA_CHECKS  # noqa: E402
+
+
+def _all(trace):
+    return [f for check in DATA_CHECKS for f in check(trace) if f.severity.value != "info"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_clean_hf_step_raises_nothing(seed):
+    toks = codec_like_tokens(seed=seed)
+    assert _all(hf_step_trace(toks, valid_frames=[50, 50, 50, 30])) == []
+    # Without the pattern tap the delays cannot be told: nothing is called misaligned either.
+    assert _all(hf_step_trace(toks, valid_frames=[50, 50, 50, 30], tap_pattern=False)) == []
+
+
+def test_hf_padding_left_in_the_labels_is_padding_trained(tokens):
+    def unmask_padding(labels):  # the collator pads with the codes of silence instead of -100
+        out = labels.copy()
+        out[3, 40:, :] = np.where(out[3, 40:, :] == -100, 0, out[3, 40:, :])
+        return out
+
+    found = ids(_all(hf_step_trace(tokens, valid_frames=[50, 50, 50, 30], labels_edit=unmask_padding)))
+    assert ("mask.padding_trained", "mask.loss") in found
+
+
+def test_hf_pad_id_counted_by_the_loss_is_out_of_range(tokens):
+    def keep_pad(labels):  # the delay pattern's pad id (64) left where the loss counts it
+        return np.where(labels == -100, 64, labels)
+
+    f = check_targets(hf_step_trace(tokens, labels_edit=keep_pad))
+    assert ("tokens.out_of_range", "targets") in ids(f)
+    # Where the loss mask excludes them, -100 (or any negative id) is the ignore index, not a bug.
+    assert ("tokens.out_of_range", "targets") not in ids(check_targets(hf_step_trace(tokens)))
+
+
+def test_hf_labels_off_the_pipelines_own_delays_are_misaligned(tokens):
+    # The pattern the pipeline built delays codebook k by k; labels delayed by 2k do not fit it.
+    trace = make_trace(*[(r.name, r.value, r.meta) for r in hf_step_trace(tokens)
+                         if r.name not in ("targets", "mask.loss", "logits")],
+                       *[(r.name, r.value, r.meta) for r in hf_step_trace(tokens, delays=[0, 2, 4, 6])
+                         if r.name in ("targets", "mask.loss")],
+                       ("logits", np.zeros((16, 56, 64), np.float32)))
+    found = check_targets(trace)
+    assert ids(found) == [("targets.misaligned", "targets")]
+    assert found[0].evidence["delays"] == [0, 2, 4, 6] and found[0].evidence["pattern_delays"] == [0, 1, 2, 3]
+
+
+def test_hf_shapes_are_read_in_their_own_layout(tokens):
+    assert check_shapes(hf_step_trace(tokens)) == []
+
+    def short(labels):  # one delayed step lost: [B, T' - 1, K] against logits over T'
+        return labels[:, :-1]
+
+    assert ("shape.mismatch", "targets") in ids(check_shapes(hf_step_trace(tokens, labels_edit=short,
+                                                                           mask_from_labels=False)))
+
+
+def test_every_label_ignored_is_an_empty_mask(tokens):
+    f = check_masks(hf_step_trace(tokens, labels_edit=lambda lab: np.full_like(lab, -100)))
+    assert ids(f) == [("mask.empty", "mask.loss")] and f[0].severity.value == "error"

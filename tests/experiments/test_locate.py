@@ -252,3 +252,27 @@ def test_tiny_pipeline_clean_is_silent() -> None:
     p = TinyPipeline()
     report = locate(p, p.build_model(0), p.golden_batch(0))
     assert report.events == [] and judge_locate(report) == []
+
+
+class DeadEndThenEmptyMask(ReferencePipeline):
+    """T5's relative-position bucket: log(0) = -inf, cast to an integer bucket (a dead end), then a
+    loss over an empty mask (the real NaN)."""
+
+    def condition(self, model, batch, tap):
+        cond, mask = super().condition(model, batch, tap)
+        rel = torch.arange(-3, 4).abs().float()
+        bucket = (torch.log(rel / 2) * 4).clamp(min=-8).long()  # -inf for rel = 0, then clamped and cast
+        return cond + 0 * bucket.sum(), mask
+
+    def compute_loss(self, logits, targets, mask):
+        mask = torch.zeros_like(mask)  # nothing counted: the mean below is 0/0
+        ce = torch.nn.functional.cross_entropy(logits.flatten(0, 2), targets.flatten(), reduction="none")
+        per = torch.zeros(logits.shape[1])
+        return (ce * mask.flatten()).sum() / mask.sum(), per
+
+
+def test_a_non_finite_value_that_reaches_no_tap_is_a_dead_end_not_the_first() -> None:
+    report = replay(DeadEndThenEmptyMask(SMALL))
+    ev = first_born(report)
+    assert ev is not None and ev.op != "aten.log.default" and ev.reached == "loss"
+    assert any(e.kind == "dead end" and e.op == "aten.log.default" for e in report.events)

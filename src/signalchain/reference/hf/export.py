@@ -13,7 +13,8 @@ from .tiny import TinyConfig, bed_clips, tiny_model, tiny_tokenizer
 __all__ = ["write_model", "write_audiofolder"]
 
 
-def write_model(folder: str | Path, seed: int = 0, cfg: TinyConfig = TinyConfig()) -> Path:
+def write_model(folder: str | Path, seed: int = 0, cfg: TinyConfig | None = None) -> Path:
+    cfg = cfg or TinyConfig()
     folder = Path(folder)
     tok = tiny_tokenizer(cfg.max_text_len)
     tiny_model(seed, cfg, len(tok)).save_pretrained(str(folder))
