@@ -6,6 +6,7 @@ from ...checks.audio import check_audio
 from ...checks.base import run_check
 from ...checks.data import DATA_CHECKS
 from ...checks.gradients import judge_gradients, judge_update
+from ...checks.inputs import judge_target_leak
 from ...checks.stale import judge_loader, judge_predictions, judge_token_audio
 from ...checks.tokens import TOKEN_CHECKS
 from ...checks.training import (
@@ -20,6 +21,7 @@ from ...pipeline import capabilities, missing_capability
 from ..context import Context
 from ..doctor import family
 from ..gradients import measure_gradients
+from ..inputs import measure_model_inputs
 from ..lr_sweep import measure_lr_sweep
 from ..overfit import measure_overfit, overfit_at
 from ..stale import measure_loader, measure_predictions, measure_token_audio
@@ -39,6 +41,9 @@ def data_family(ctx: Context) -> list[Finding]:
     out: list[Finding] = list(trace.problems)
     for check in DATA_CHECKS + TOKEN_CHECKS:
         out += run_check(f"checks.{check.__name__}", check, trace)
+    ctx.say("data: what the model is fed")
+    fed, crashed = ctx.attempt("data.model_inputs", measure_model_inputs, ctx)
+    out += crashed + run_check("checks.inputs.target_leak", judge_target_leak, trace, fed)
     ctx.say("data: tokens against audio")
     m, crashed = ctx.attempt("data.token_audio", measure_token_audio, ctx)
     ctx.metrics["token_audio"] = m
