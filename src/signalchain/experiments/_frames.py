@@ -16,12 +16,15 @@ __all__ = ["OWN_DIR", "TORCH_DIR", "is_ours", "user_location"]
 OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # signalchain/
 TORCH_DIR = os.path.dirname(torch.__file__)
 _REFERENCE_DIR = os.path.join(OWN_DIR, "reference")
+#: An integration is the pipeline's code written for the user (a crash in its step, or in the
+#: library it calls, is the pipeline's), like the reference pipeline.
+_INTEGRATIONS_DIR = os.path.join(OWN_DIR, "integrations")
 
 
 def is_ours(path: str) -> bool:
-    """True for signalchain's machinery (the reference pipeline counts as user code)."""
+    """True for signalchain's machinery (the reference pipeline and the integrations count as user code)."""
     path = os.path.abspath(path)
-    return path.startswith(OWN_DIR) and not path.startswith(_REFERENCE_DIR)
+    return path.startswith(OWN_DIR) and not path.startswith((_REFERENCE_DIR, _INTEGRATIONS_DIR))
 
 
 def user_location(depth: int = 2) -> str:

@@ -327,7 +327,7 @@ class HFMusicgenPipeline:
         lengths = np.array([c.shape[-1] for c in clips], dtype=np.int64)
         resampled, _ = self.collate([replace(e, audio=c, sample_rate=self.codec_rate) for e, c in zip(ex, clips)])
         tap("audio.resampled", resampled, sample_rate=self.codec_rate, lengths=lengths.tolist())
-        shaped = np.stack([np.pad(self.to_channels(resampled[i]), ((0, 0), (0, 0))) for i in range(len(ex))])
+        shaped = np.stack([self.to_channels(resampled[i]) for i in range(len(ex))])
         tap("audio.mono" if self.audio_channels == 1 else "audio.channels", shaped, sample_rate=self.codec_rate,
             lengths=lengths.tolist())
         segment = int(round(self.segment_seconds * self.codec_rate))
@@ -357,7 +357,8 @@ class HFMusicgenPipeline:
             out = self.forward(model, ids, mask, labels)
         tap("condition.embedding", out.encoder_last_hidden_state)
         tap("logits", out.logits)
-        loss_mask = (labels != -100).transpose(1, 2)  # [B, K, T']
+        # What HF's loss counts: not the ignore index, and (transformers >= 5) not the pad id either.
+        loss_mask = ((labels != -100) & (labels != self.pad_token_id)).transpose(1, 2)  # [B, K, T']
         tap("mask.loss", loss_mask)
         tap("loss", out.loss)
         per_codebook = self.per_codebook_loss(out.logits, labels)
@@ -369,6 +370,8 @@ class HFMusicgenPipeline:
     def per_codebook_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """Cross-entropy of each codebook (as AudioCraft logs it), from HF's `[B*K, T', V]` logits."""
         b, tp, k = labels.shape
+        if logits.shape[0] != b * k:  # not HF's [B*K, T', V]: a batch that grew or shrank inside the model
+            return torch.full((k,), float("nan"))
         lg = logits.detach().float().reshape(b, k, -1, logits.shape[-1])[:, :, -tp:]
         return torch.stack([torch.nn.functional.cross_entropy(lg[:, i].reshape(-1, lg.shape[-1]),
                                                               labels[..., i].reshape(-1), ignore_index=-100)
