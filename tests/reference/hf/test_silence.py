@@ -11,7 +11,16 @@ from hf_bed_support import check_registered, setup, trace
 torch.set_num_threads(1)
 
 NAMES = {"float_audio_divided_as_pcm", "dataset_rate_not_resampled", "crop_from_padded_batch",
-         "encode_codebooks_reversed", "decode_codebooks_reversed", "stereo_codes_concatenated"}
+         }
+CODEC_ORDER = {"encode_codebooks_reversed", "decode_codebooks_reversed", "stereo_codes_concatenated"}
+
+
+def _unscored(bed, name):
+    from signalchain.reference.hf.faults._codec_order import UNSCORED
+
+    p = bed.with_faults([])
+    UNSCORED[name].apply(p)
+    return p
 
 
 def test_every_fault_is_registered_with_ids_and_a_known_stage() -> None:
@@ -64,7 +73,7 @@ def test_crop_from_padded_batch_crops_the_padding(bed, golden, clean_trace) -> N
 
 
 def test_encode_codebooks_reversed(bed, golden, clean_trace) -> None:
-    p = bed.with_faults(["encode_codebooks_reversed"])
+    p = _unscored(bed, "encode_codebooks_reversed")
     t = trace(p, setup(p)[0], golden)
     tokens, clean = np.asarray(t.value("tokens")), np.asarray(clean_trace.value("tokens"))
     assert np.array_equal(tokens, clean[:, ::-1]) and not np.array_equal(tokens, clean)
@@ -89,7 +98,7 @@ def _codes_reaching_the_codec(p, model, tokens: torch.Tensor) -> torch.Tensor:
 
 
 def test_decode_codebooks_reversed(bed, clean_trace) -> None:
-    p = bed.with_faults(["decode_codebooks_reversed"])
+    p = _unscored(bed, "decode_codebooks_reversed")
     model = setup(p)[0]
     tokens = torch.from_numpy(np.asarray(clean_trace.value("tokens"))[:2])  # [B, K, T]
     assert torch.equal(_codes_reaching_the_codec(p, model, tokens), tokens.flip(1))
@@ -101,7 +110,7 @@ def test_stereo_codes_concatenated_lay_channels_side_by_side(bed, golden) -> Non
     from signalchain.reference.hf.tiny import TinyConfig
 
     clean = HFBedPipeline(HFBedConfig(tiny=TinyConfig(audio_channels=2)))
-    p = bed.with_faults(["stereo_codes_concatenated"])
+    p = _unscored(bed, "stereo_codes_concatenated")
     assert (p.num_codebooks, p.audio_channels) == (clean.num_codebooks, clean.audio_channels) == (8, 2)
     t = trace(p, setup(p)[0], golden)
     c = trace(clean, setup(clean)[0], golden)

@@ -9,7 +9,6 @@ frames, each next one from the residual the previous ones leave (a one-pass resi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import soxr
@@ -105,22 +104,6 @@ def fill_codebooks(model, cfg: TinyConfig, seed: int = 0) -> None:
 
 
 _BUILT: dict[tuple, object] = {}
-_CODEC = Path(__file__).parent / "assets" / "tiny_codec.safetensors"
-
-
-def load_codec(model, cfg: TinyConfig) -> None:
-    """The fitted tiny codec (`train_codec.py`, stored as data) when its shapes fit `cfg`, else the
-    initialised one with its codebooks seeded (its decoder then ignores the codes)."""
-    if _CODEC.is_file():
-        from safetensors.torch import load_file
-
-        state = load_file(str(_CODEC))
-        own = model.audio_encoder.state_dict()
-        if set(state) == set(own) and all(state[k].shape == own[k].shape for k in own):
-            model.audio_encoder.load_state_dict(state)
-            return
-    torch.manual_seed(0)
-    fill_codebooks(model, cfg, seed=0)
 
 
 def tiny_model(seed: int = 0, cfg: TinyConfig = TinyConfig(), vocab: int | None = None):
@@ -138,7 +121,7 @@ def tiny_model(seed: int = 0, cfg: TinyConfig = TinyConfig(), vocab: int | None 
         logging.set_verbosity_error()  # HF warns that the pad id (= codebook size) is past the vocabulary: by design
         torch.manual_seed(seed)
         model = MusicgenForConditionalGeneration(_configs(cfg, vocab))
-        load_codec(model, cfg)  # the codec is the same for every seed, as a pretrained one is
+        fill_codebooks(model, cfg, seed=0)  # the codec is the same for every seed, as a pretrained one is
         gen = model.generation_config
         gen.decoder_start_token_id = gen.pad_token_id = gen.bos_token_id = cfg.codebook_size
         gen.do_sample, gen.guidance_scale, gen.max_length = True, 3.0, 256
