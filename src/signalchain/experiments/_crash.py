@@ -34,8 +34,11 @@ def crash_finding(name: str, exc: BaseException) -> Finding:
     origin = crash_origin(exc)
     if origin is not None:
         where = origin[1]
-        return Finding("pipeline.step_failed", Severity.ERROR, None,
-                       f"the pipeline raised {type(exc).__name__} at {where} during the {name} family: {exc}",
-                       {"traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:]},
+        after = getattr(exc, "signalchain_after_stage", None)  # the last stage tapped before the crash
+        return Finding("pipeline.step_failed", Severity.ERROR, after,
+                       f"the pipeline raised {type(exc).__name__} at {where} during the {name} family"
+                       + (f", after stage {after}" if after else "") + f": {exc}",
+                       {"traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:],
+                        "after_stage": after},
                        hint="the step itself fails; fix this exception first", check=f"doctor.{name}")
     return check_failed(f"doctor.{name}", exc)

@@ -46,7 +46,7 @@ SYMPTOMS: dict[str, tuple[str, ...]] = {
     "nan": ("numerics", "precision", "audio", "data"),  # an empty loss mask makes a mean of nothing
     "silent": ("audio", "data", "output"),
     "repetitive": ("generation", "data"),
-    "ignores-caption": ("conditioning", "data"),
+    "ignores-caption": ("conditioning", "data", "optimisation"),  # gradients must reach the condition path
     "too-good-validation": ("splits", "data"),  # targets visible in the model's inputs look too good too
     "slow": ("performance",),
 }

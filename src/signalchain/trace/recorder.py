@@ -94,5 +94,13 @@ def record(values: bool | Container[str] = False, stages: Container[str] | None 
     token = _ACTIVE.set(rec)
     try:
         yield rec.trace
+    except BaseException as exc:
+        # Where the step got to: a crash after the last tapped stage is localised there.
+        if len(rec.trace) and not hasattr(exc, "signalchain_after_stage"):
+            try:
+                exc.signalchain_after_stage = rec.trace.names()[-1]  # type: ignore[attr-defined]
+            except Exception:
+                pass
+        raise
     finally:
         _ACTIVE.reset(token)
