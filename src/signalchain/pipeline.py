@@ -37,8 +37,9 @@ REQUIRED = ("name", "golden_batch", "build_model", "build_optimizer", "step")
 OPTIONAL = {
     "with_captions": "with_captions(batch, captions) -> batch with the captions replaced",
     "condition_parameters": "condition_parameters(model) -> parameters of the conditioning path",
-    "generate": "generate(model, batch, sampling) -> generated tokens or audio",
-    "decode": "decode(tokens) -> audio",
+    "generate": "generate(model, batch, sampling) -> codes [B, K, T], audio [B, C, S], a dict or ModelOutput "
+                "holding them (tokens/codes/sequences, audio/audio_values, sample_rate), or a result with .codes",
+    "decode": "decode(tokens) or decode(tokens, model) -> audio [B, C, S]",
     "sample_rate": "sample_rate: the rate of decoded audio",
     "training_examples": "training_examples() -> examples, for memorisation checks",
     "splits": "splits() -> datasets by split, for leakage checks",

@@ -236,12 +236,74 @@ def test_grads_cut_at_the_embedding_or_after_it():
 
 
 def test_guidance_cancelling_the_condition():
-    sens = Sensitivity(7, {"other caption": 0.9}, {"other caption": 0.07})
-    off = GuidanceProbe(256, {"other caption": 0.0, "null caption": 0.0, "null caption, guidance 1": 0.02})
+    sens = Sensitivity(7, {"other caption": 0.9}, {"other caption": 0.07}, tv={"null caption": 0.05})
+    off = GuidanceProbe(256, {"other caption": 0.0, "null caption": 0.0, "null caption, guidance 1": 0.02}, sampled=256)
     assert found(judge_guidance(off, sens)) == [("generation.guidance_off", "generation")]
-    dropped = GuidanceProbe(256, {"other caption": 0.0, "null caption": 0.0, "null caption, guidance 1": 0.0})
+    dropped = GuidanceProbe(256, {"other caption": 0.0, "null caption": 0.0, "null caption, guidance 1": 0.0},
+                            sampled=256)
     assert found(judge_guidance(dropped, sens)) == [("condition.unused", "generation")]
     fine = GuidanceProbe(256, {"other caption": 0.03, "null caption": 0.05})
     assert judge_guidance(fine, sens) == []
     deaf = Sensitivity(7, {"other caption": 0.9}, {"other caption": 0.0})
     assert judge_guidance(off, deaf) == []
+
+
+def test_identical_generations_are_no_evidence_when_the_caption_barely_moves_the_predictions():
+    """A fresh HF decoder's cross-attention moves its predictions by ~1e-4 in total variation: 128
+    sampled tokens are then expected to be identical for any caption (0.05 expected changes)."""
+    weak = Sensitivity(4, {"other caption": 0.66, "null caption": 2.8}, {"other caption": 1.5e-3, "null caption": 5.6e-3},
+                       tv={"other caption": 8e-5, "null caption": 4e-4})
+    same = GuidanceProbe(128, {"other caption": 0.0, "null caption": 0.0, "null caption, guidance 1": 0.0}, sampled=128)
+    f = judge_guidance(same, weak)
+    assert found(f) == [] and [x.id for x in f] == ["condition.unused"] and f[0].severity == Severity.INFO
+    assert "no evidence" in f[0].message and f[0].evidence["expected_changes"] < 1
+    unknown = GuidanceProbe(4000, {"other caption": 0.0, "null caption": 0.0, "null caption, guidance 1": 0.0},
+                            compared="audio", sampled=None)
+    f = judge_guidance(unknown, weak)
+    assert found(f) == [] and f[0].severity == Severity.INFO and "audio" in f[0].message
+
+
+def test_sensitivity_floor_comes_from_the_pipeline():
+    """The bound on "no response" is the logits' own: dtype precision, or the run-to-run control."""
+    f32 = Sensitivity(4, {"other caption": 0.9}, {"other caption": 5e-7})
+    assert f32.floor == pytest.approx(8 * 1.1920929e-07)
+    assert found(judge_sensitivity(f32)) == [("condition.unused", "logits")]
+    bf16 = Sensitivity(4, {"other caption": 0.9}, {"other caption": 5e-3}, eps=2 ** -7)
+    assert found(judge_sensitivity(bf16)) == [("condition.unused", "logits")]  # within bf16 rounding
+    noisy = Sensitivity(4, {"other caption": 0.9}, {"other caption": 2e-4}, control=1e-4)
+    assert found(judge_sensitivity(noisy)) == [("condition.unused", "logits")]  # inside 10x the noise
+    clear = Sensitivity(4, {"other caption": 0.9}, {"other caption": 2e-3}, control=1e-6)
+    assert judge_sensitivity(clear) == []
+    # a zero gate: silent fresh, awake after updates by 10x the trained floor
+    fresh = Sensitivity(4, {"other caption": 0.9}, {"other caption": 0.0})
+    woke = Sensitivity(4, {"other caption": 0.9}, {"other caption": 6e-5}, steps=3)
+    asleep = Sensitivity(4, {"other caption": 0.9}, {"other caption": 2e-7}, steps=3)
+    assert found(judge_sensitivity(fresh, None, woke)) == []
+    assert found(judge_sensitivity(fresh, None, asleep)) == [("condition.unused", "logits")]
+
+
+def _meta_rows(n, caption, meta):
+    return ConditionBatch(source="loader", captions=[caption(i) for i in range(n)], metadata=[meta(i) for i in range(n)])
+
+
+def test_metadata_message_says_what_the_fields_hold():
+    """A 'description' field that is there but repeats the few caption values is not called missing."""
+    genres = ["rock", "jazz", "folk"]
+    b = _meta_rows(24, lambda i: genres[i % 3],
+                   lambda i: {"title": f"song {i}", "genre": genres[i % 3], "description": genres[i % 3], "bpm": 100 + i})
+    f = judge_metadata(ConditionData(batches=[b]))
+    assert [(x.id, x.stage) for x in f] == [("condition.metadata_missing", "metadata")]
+    msg = f[0].message
+    assert "no metadata field holds a description" not in msg
+    assert "'description': 3 distinct values of 1 word (the captions themselves)" in msg
+    assert "'bpm': not text in 24 (int)" in msg
+    empty = _meta_rows(24, lambda i: genres[i % 3], lambda i: {"title": f"song {i}", "description": ""})
+    msg = judge_metadata(ConditionData(batches=[empty]))[0].message
+    assert "'description': empty in 24" in msg
+
+
+def test_metadata_repeated_examples_are_not_generic_captions():
+    """A small set seen in many batches repeats its captions: the distinct examples are what count."""
+    b = _meta_rows(40, lambda i: f"caption number {i % 4} with several words",
+                   lambda i: {"title": f"song {i % 4}", "description": f"caption number {i % 4} with several words"})
+    assert judge_metadata(ConditionData(batches=[b])) == []

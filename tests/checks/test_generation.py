@@ -149,11 +149,23 @@ def _data(**kw: object) -> DataVariety:
 def test_training_side_judges() -> None:
     assert judge_training(_data(), PositionProbe(lookups=[])) == []
     assert [(f.id, f.stage) for f in judge_training(_data(crop_seconds=0.4), None)] == [("generation.repetitive", "crop")]
-    assert [(f.id, f.stage) for f in judge_training(_data(profile_similarity=0.5), None)] == [("generation.repetitive", "loader")]
+    narrow = _data(profile_similarity=0.5, valid_profile_similarity=0.0)
+    assert [(f.id, f.stage) for f in judge_training(narrow, None)] == [("generation.repetitive", "loader")]
+    alike = _data(profile_similarity=0.5, alike_ratio=1.1)
+    assert [(f.id, f.stage) for f in judge_training(alike, None)] == [("generation.repetitive", "loader")]
     found = judge_training(_data(within_entropy=[0.8] * 20 + [2.5] * 4), None)
     assert [(f.id, f.stage) for f in found] == [("generation.repetitive", "loader")] and "loop" in found[0].message
     # Short crops explain low per-example variety: only the crop is blamed.
     assert [f.stage for f in judge_training(_data(crop_seconds=0.3, within_entropy=[0.5] * 24), None)] == ["crop"]
+
+
+def test_alike_examples_are_judged_against_the_pipelines_own_data() -> None:
+    """Real music shares a spectral tilt: its profiles correlate highly in every split. Only a training
+    set more alike than its validation split, or whose examples are as alike as two halves of one, is narrow."""
+    real_music = _data(profile_similarity=0.9, valid_profile_similarity=0.88, alike_ratio=4.0)
+    assert judge_training(real_music, None) == []
+    no_contrast = _data(profile_similarity=0.9, alike_ratio=4.0)  # no validation split, examples differ
+    assert judge_training(no_contrast, None) == []
 
 
 def test_position_judge_needs_a_long_constant_lookup_in_a_big_table() -> None:

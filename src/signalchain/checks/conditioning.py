@@ -7,6 +7,7 @@ condition embedding) and returns findings; none trains or reads a file.
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 
@@ -41,16 +42,55 @@ def _meta_texts(meta: dict) -> dict[str, str]:
     return out
 
 
-def _description_fields(data: ConditionData) -> dict[str, float]:
-    """Metadata fields that read like a description: several words, different for most examples.
-    Returns field -> mean word count."""
-    values: dict[str, list[str]] = {}
+def _record_key(meta: dict) -> str:
+    return json.dumps(meta, sort_keys=True, default=str)
+
+
+def _records(data: ConditionData) -> list[dict]:
+    """The distinct metadata records of the batches (an example seen twice counts once)."""
+    seen: dict[str, dict] = {}
     for b in data.batches:
         for m in b.metadata or []:
-            for k, v in _meta_texts(m).items():
-                values.setdefault(k, []).append(v)
+            if m:
+                seen.setdefault(_record_key(m), m)
+    return list(seen.values())
+
+
+def _description_fields(data: ConditionData) -> dict[str, float]:
+    """Metadata fields that read like a description: several words, different for most distinct records.
+    Returns field -> mean word count."""
+    values: dict[str, list[str]] = {}
+    for m in _records(data):
+        for k, v in _meta_texts(m).items():
+            values.setdefault(k, []).append(v)
     return {k: float(np.mean([len(words(v)) for v in vs])) for k, vs in values.items()
             if len(vs) >= 4 and np.mean([len(words(v)) for v in vs]) >= 4 and len(set(vs)) >= 0.5 * len(vs)}
+
+
+def _field_summary(records: list[dict], key: str, captions: set[str]) -> str:
+    """What one metadata field holds over the records: absent / empty / not text / N distinct values."""
+    n = len(records)
+    present = [m[key] for m in records if key in m and m[key] is not None]
+    texts = [_meta_texts({key: v}).get(key) for v in present]
+    text = [t for t in texts if t is not None]
+    parts = []
+    if len(present) < n:
+        parts.append(f"absent in {n - len(present)} of {n}")
+    empty = sum(1 for t in text if not t.strip())
+    if empty:
+        parts.append(f"empty in {empty}")
+    other = len(present) - len(text)
+    if other:
+        kinds = sorted({type(v).__name__ for v, t in zip(present, texts) if t is None})
+        parts.append(f"not text in {other} ({', '.join(kinds)})")
+    full = [t for t in text if t.strip()]
+    if full:
+        distinct = len(set(full))
+        w = float(np.mean([len(words(t)) for t in full]))
+        same = " (the captions themselves)" if set(full) <= captions else ""
+        parts.append(f"{distinct} distinct value{'s' if distinct != 1 else ''} of {w:.0f} word{'s' if round(w) != 1 else ''}"
+                     f"{same}")
+    return f"{key!r}: " + ", ".join(parts or ["no values"])
 
 
 def _kept_rows(b: ConditionBatch) -> list[int]:
@@ -157,13 +197,16 @@ def judge_unknown_tokens(data: ConditionData) -> list[Finding]:
 
 
 def judge_metadata(data: ConditionData) -> list[Finding]:
-    """Captions that carry almost no information (a handful of distinct values for many examples), and
-    what the metadata offers instead."""
+    """Captions that carry almost no information (a handful of distinct values for many distinct
+    examples), and what the metadata offers instead."""
     rows = [(c, m) for b in data.batches for c, m in zip(b.captions, b.metadata or [{}] * len(b.captions)) if c.strip()]
-    if len(rows) < 16:
+    records = _records(data)
+    # Examples seen more than once (a small set, many batches) repeat their captions rightly: count each once.
+    examples = len(records) if records else len(rows)
+    if len(rows) < 16 or examples < 16:
         return []
     distinct = len({c for c, _ in rows})
-    if distinct > 0.25 * len(rows):
+    if distinct > 0.25 * examples:
         return []
     mean_words = float(np.mean([len(words(c)) for c, _ in rows]))
     copies = Counter(k for c, m in rows for k, v in _meta_texts(m).items() if words(v) == words(c))
@@ -171,25 +214,31 @@ def judge_metadata(data: ConditionData) -> list[Finding]:
     fields = _description_fields(data)
     keys = sorted({k for _, m in rows for k in m})
     copied = f", copied from metadata field {source!r}" if source else ""
+    ev = {"distinct": distinct, "examples": examples, "rows": len(rows)}
+    told = f"{len(rows)} captions of {examples} distinct examples take only {distinct} distinct values"
     if fields:
         best = max(fields, key=fields.get)
         return [make("condition.metadata_missing", "warning", "caption",
-                     f"{len(rows)} captions take only {distinct} distinct values ({mean_words:.1f} words on average"
-                     f"{copied}) although metadata field {best!r} holds {fields[best]:.0f}-word descriptions", CHECK,
+                     f"{told} ({mean_words:.1f} words on average{copied}) although metadata field {best!r} holds "
+                     f"{fields[best]:.0f}-word descriptions that differ between examples", CHECK,
                      hint=f"build the caption from {best!r}; the model cannot follow attributes its captions never name",
-                     distinct=distinct, examples=len(rows), source_field=source, description_fields=sorted(fields))]
+                     source_field=source, description_fields=sorted(fields), **ev)]
     if not keys:
         return [make("condition.metadata_missing", "warning", "caption",
-                     f"{len(rows)} captions take only {distinct} distinct values ({mean_words:.1f} words on average) "
-                     "and no metadata is tapped to tell where they come from", CHECK,
+                     f"{told} ({mean_words:.1f} words on average) and no metadata is tapped to tell where they come "
+                     "from", CHECK,
                      hint="tap('metadata', records) beside the captions; a caption this generic cannot carry the "
-                          "attributes a prompt asks for", distinct=distinct, examples=len(rows))]
+                          "attributes a prompt asks for", **ev)]
+    caps = {c for c, _ in rows}
+    held = [_field_summary(records or [m for _, m in rows], k, caps) for k in keys]
     return [make("condition.metadata_missing", "warning", "metadata",
-                 f"{len(rows)} captions take only {distinct} distinct values ({mean_words:.1f} words on average{copied}); "
-                 f"no metadata field holds a description (fields: {', '.join(keys)})", CHECK,
+                 f"{told} ({mean_words:.1f} words on average{copied}), and no metadata field holds a text that differs "
+                 f"between examples as a description would: {'; '.join(held[:10])}"
+                 + (f"; and {len(held) - 10} more fields" if len(held) > 10 else ""), CHECK,
                  hint="the intended condition is not in the metadata: check the sidecar reader keeps every field (an "
-                      "old schema, a whitelist of keys), or regenerate the metadata with descriptions",
-                 distinct=distinct, examples=len(rows), source_field=source, fields=keys)]
+                      "old schema, a whitelist of keys) and fills the description from the right source (not from the "
+                      "caption, not a default), or regenerate the metadata with descriptions",
+                 source_field=source, fields=keys, held=held, **ev)]
 
 
 def judge_pairing(data: ConditionData) -> list[Finding]:

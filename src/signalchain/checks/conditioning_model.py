@@ -23,14 +23,18 @@ from .results_conditioning import (
 )
 
 __all__ = ["judge_collapse", "judge_sensitivity", "judge_condition_grads", "judge_guidance", "caption_sensitive",
-           "fusion_silent"]
+           "fusion_silent", "expected_changes"]
 
 CHECK = "checks.conditioning"
 UPSTREAM = ("caption.empty", "condition.tokens_unknown", "condition.collapsed")  # the embedding cannot vary
-MOVES = 1e-3  # a relative change this large is a real response to the caption
-STILL = 1e-6  # and this small is none (float rounding)
-WAKES = 1e-5  # after a few updates a zero-initialised gate moves the logits this much at least (measured
-# 6e-5 on the reference with a zero gate; a fusion that ignores the condition stays at rounding, 2e-7)
+#: Scale-free bounds; none is a number measured on a particular pipeline. The logits' own floor comes
+#: from the pipeline in front (`Sensitivity.floor`: 8 eps of the logits' dtype, or ten times what the
+#: same captions move them by run to run), and every bound on the logits is a multiple of it.
+MOVES = 1e-3  # an embedding that changes by 1/1000 of its norm has moved (relative distance, any scale)
+RESPONDS = 100.0  # logits that move 100x their floor respond to the caption
+WAKES = 10.0  # after a few updates a zero-initialised gate moves the logits 10x their floor at least
+EXPECTED_CHANGES = 5.0  # generated tokens the caption's effect predicts should differ before identical
+# outputs count as evidence (independent draws: P(all identical) <= e^-5 < 1%)
 
 
 def _blocked(prior: list[Finding] | None) -> list[str]:
@@ -60,6 +64,25 @@ def _pair_distances(b: ConditionBatch) -> tuple[list[float], int, int]:
     return out, len(rows), zero
 
 
+def _within_distances(b: ConditionBatch, limit: int = 8) -> list[float]:
+    """Relative distances between successive real positions of one kept row (the pipeline's own scale of
+    how much its embedding varies), for up to `limit` rows."""
+    E = b.embedding
+    if E is None or E.ndim != 3 or E.shape[1] < 2:
+        return []
+    valid = b.mask if b.mask is not None and b.mask.shape == E.shape[:2] else np.ones(E.shape[:2], dtype=bool)
+    out = []
+    for i in range(min(len(E), limit)):
+        if b.dropped is not None and i < len(b.dropped) and b.dropped[i]:
+            continue
+        x = E[i][valid[i]]
+        for a, c in zip(x[:-1], x[1:]):
+            scale = (np.linalg.norm(a) + np.linalg.norm(c)) / 2
+            if scale > 0:
+                out.append(float(np.linalg.norm(a - c) / scale))
+    return out
+
+
 def judge_collapse(data: ConditionData, prior: list[Finding] | None = None) -> list[Finding]:
     """Different captions must give different condition embeddings (compared position by position)."""
     if _blocked(prior):
@@ -78,42 +101,61 @@ def judge_collapse(data: ConditionData, prior: list[Finding] | None = None) -> l
                      distinct_captions=considered)]
     if len(distances) < 3 or float(np.median(distances)) >= MOVES:
         return []
+    within = [d for b in data.batches for d in _within_distances(b)]
+    spread = float(np.median(within)) if within else None
+    if spread is None:
+        contrast = ""
+    elif spread >= 10 * float(np.median(distances)):
+        contrast = (f", while the positions within one caption differ by {spread:.2g} (median): the embedding varies, "
+                    "but not with the caption")
+    else:
+        contrast = f"; the positions within one caption barely differ either ({spread:.2g}): a constant embedding"
     return [make("condition.collapsed", "error", "condition.embedding",
                  f"different captions give the same condition embedding: relative distance between rows median "
                  f"{np.median(distances):.1e}, largest {max(distances):.1e} over {len(distances)} pairs of distinct "
-                 "captions (a fresh encoder gives order 1)", CHECK,
+                 f"captions{contrast}", CHECK,
                  hint="look for a reduction over the batch axis (mean(dim=0) where dim=1 was meant), a cached or "
                       "constant embedding, or an encoder whose output ignores its input ids",
-                 median_distance=float(np.median(distances)), max_distance=max(distances), pairs=len(distances))]
+                 median_distance=float(np.median(distances)), max_distance=max(distances), pairs=len(distances),
+                 within_caption=spread)]
+
+
+def _floor(s: Sensitivity) -> float:
+    return s.floor
 
 
 def caption_sensitive(s: Sensitivity | None) -> bool:
-    """Whether the logits respond to the caption at all."""
-    return s is not None and s.error is None and any(v > MOVES for v in s.logits_change.values() if math.isfinite(v))
+    """Whether the logits respond to the caption at all (above their own floor)."""
+    return s is not None and s.error is None and any(v > _floor(s) for v in s.logits_change.values() if math.isfinite(v))
 
 
 def fusion_silent(s: Sensitivity | None) -> bool:
-    """The embedding moved with the caption but the logits did not move at all."""
+    """The embedding moved with the caption but the logits did not move beyond their floor."""
     if s is None or s.error is not None or s.rows == 0:
         return False
     moved = [k for k, v in s.logits_change.items() if math.isfinite(v) and s.embedding_change.get(k, 1.0) > MOVES]
-    return bool(moved) and max(s.logits_change[k] for k in moved) <= STILL
+    return bool(moved) and max(s.logits_change[k] for k in moved) <= _floor(s)
 
 
 def judge_sensitivity(s: Sensitivity, prior: list[Finding] | None = None, trained: Sensitivity | None = None) -> list[Finding]:
     """The embedding changes with the caption; the logits must change too, or the fusion ignores it.
 
-    `trained`: the same measurement after a few updates. A fusion whose gate starts at zero ignores
-    the condition at initialisation by design and responds once trained; a broken one never does.
+    "Change" is judged against the pipeline's own floor (`Sensitivity.floor`): the logits' dtype
+    precision and their run-to-run change with the same captions. `trained`: the same measurement
+    after a few updates. A fusion whose gate starts at zero ignores the condition at initialisation
+    by design and responds once trained; a broken one never does.
     """
     if s.error is not None or s.rows == 0 or _blocked(prior):
         return []
-    responds = trained is not None and any(v > WAKES for v in trained.logits_change.values() if math.isfinite(v))
+    floor = _floor(s)
+    responds = trained is not None and any(v > WAKES * _floor(trained) for v in trained.logits_change.values()
+                                           if math.isfinite(v))
     if fusion_silent(s) and trained is not None and responds:
         return [make("condition.unused", "info", "logits",
                      f"a fresh model's logits ignore the caption but respond after {trained.steps} updates (logit change "
-                     f"{max(trained.logits_change.values()):.2g}): a fusion gate that starts at zero, as designed",
-                     CHECK, logits_change=trained.logits_change)]
+                     f"{max(trained.logits_change.values()):.2g}, {WAKES:.0f}x above their floor "
+                     f"{_floor(trained):.1g}): a fusion gate that starts at zero, as designed",
+                     CHECK, logits_change=trained.logits_change, floor=_floor(trained))]
     emb = {k: v for k, v in s.embedding_change.items() if math.isfinite(v)}
     # Only alternatives whose embedding moved say anything about the fusion (no embedding tap: assume it moved).
     logit = {k: v for k, v in s.logits_change.items() if math.isfinite(v) and emb.get(k, 1.0) > MOVES}
@@ -121,21 +163,23 @@ def judge_sensitivity(s: Sensitivity, prior: list[Finding] | None = None, traine
         return []  # the embedding itself did not move: the earlier stages speak for that
     told = "; ".join(f"{k}: embedding {100 * emb[k]:.0f}%, logits {v:.2g}" if k in emb else f"{k}: logits {v:.2g}"
                      for k, v in logit.items())
-    if max(logit.values()) <= STILL:
+    control = (f"; the same captions set again move them {s.control:.1g}" if math.isfinite(s.control) else "")
+    ev = {"embedding_change": emb, "logits_change": logit, "rows": s.rows, "floor": floor, "control": s.control}
+    if max(logit.values()) <= floor:
         return [make("condition.unused", "error", "logits",
                      f"replacing the caption changes the condition embedding but not the logits ({told}; relative "
-                     f"changes over {s.rows} rows): the model does not use the condition tensor", CHECK,
+                     f"changes over {s.rows} rows, at or below the logits' floor {floor:.1g}{control}): the model does "
+                     "not use the condition tensor", CHECK,
                      hint="follow the embedding into the fusion: an inverted attention/key-padding mask (True meaning "
                           "'ignore' in one API and 'attend' in another), a condition that is never passed to the "
-                          "blocks, or a gate initialised and kept at zero",
-                     embedding_change=emb, logits_change=logit, rows=s.rows)]
+                          "blocks, or a gate initialised and kept at zero", **ev)]
     other, null = logit.get("other caption"), logit.get("null caption")
-    if other is not None and null is not None and other <= STILL and null > MOVES:
+    if other is not None and null is not None and other <= floor and null > RESPONDS * floor:
         return [make("condition.unused", "warning", "logits",
-                     f"the logits react to removing the caption but not to replacing it by another ({told}): the "
-                     "model uses whether a condition is present, not what it says", CHECK,
+                     f"the logits react to removing the caption but not to replacing it by another ({told}; floor "
+                     f"{floor:.1g}): the model uses whether a condition is present, not what it says", CHECK,
                      hint="the fusion reads only the condition mask or a per-batch summary; check what reaches the "
-                          "cross-attention keys and values", embedding_change=emb, logits_change=logit, rows=s.rows)]
+                          "cross-attention keys and values", **ev)]
     return []
 
 
@@ -204,27 +248,59 @@ def judge_condition_grads(g: ConditionGrads, prior: list[Finding] | None = None)
     return out
 
 
+def expected_changes(p: GuidanceProbe, s: Sensitivity | None) -> float | None:
+    """How many generated tokens the caption's effect on a fresh model predicts should differ between the
+    true and the empty caption under the same random draws: tokens sampled x the mean total-variation
+    distance of the predicted distributions (at guidance 1). None when either is unknown."""
+    if s is None or p.sampled is None:
+        return None
+    tv = s.tv.get("null caption", s.tv.get("other caption"))
+    return float(p.sampled * tv) if tv is not None and math.isfinite(tv) else None
+
+
 def judge_guidance(p: GuidanceProbe, s: Sensitivity | None) -> list[Finding]:
-    """The model responds to the caption, so generation with the configured sampling must too."""
+    """The model responds to the caption, so generation with the configured sampling must too.
+
+    Identical outputs only count when the caption's measured effect predicts that some generated
+    tokens should differ (`expected_changes` >= EXPECTED_CHANGES): a fresh model whose cross-attention
+    barely moves its predictions samples the same tokens for any caption, as it should."""
     if p.error is not None or not p.changed or not caption_sensitive(s):
         return []
     null, other = p.changed.get("null caption", 1.0), p.changed.get("other caption", 1.0)
     if null > 0 or other > 0:
         return []
     plain = p.changed.get("null caption, guidance 1")
+    what = (f"{p.tokens} generated tokens are" if p.compared == "codes" else
+            f"the generated audio ({p.tokens} samples) is")
+    expect = expected_changes(p, s)
+    if plain is not None and plain == 0 and (expect is None or expect < EXPECTED_CHANGES):
+        size = (f"the caption's effect on the fresh model's predictions (total variation "
+                f"{s.tv.get('null caption', float('nan')):.2g} per token) predicts only {expect:.2g} changed tokens of "
+                f"{p.sampled}" if expect is not None else "how many tokens it should change is unknown "
+                "(the number of sampled tokens or the predictions' change was not measured)")
+        return [make("condition.unused", "info", "generation",
+                     f"{what} identical for the true, another and the empty caption, even with guidance 1, but "
+                     f"that is no evidence here: {size}", CHECK,
+                     hint="judge it after some training, when the condition moves the predictions more (or with more "
+                          "frames: --budget full)", expected_changes=expect, sampled=p.sampled)]
     if plain is not None and plain == 0:
         return [make("condition.unused", "error", "generation",
-                     f"generation ignores the caption: {p.tokens} generated tokens are identical for the true, another "
-                     "and the empty caption, even with guidance 1, although the model's logits depend on it", CHECK,
+                     f"generation ignores the caption: {what} identical for the true, another and the empty "
+                     f"caption, even with guidance 1, although the model's predictions depend on it (about {expect:.0f} "
+                     "tokens should differ)", CHECK,
                      hint="the generation path does not pass the caption to the model (empty or cached conditions)",
-                     tokens=p.tokens)]
+                     tokens=p.tokens, expected_changes=expect)]
     if plain is None:
         detail = f"(forcing guidance 1 failed: {p.override_error})"
+        severity = "warning" if expect is not None and expect >= EXPECTED_CHANGES else "info"
     else:
         detail = f"while with guidance 1 the empty caption changes {100 * plain:.0f}% of them"
-    return [make("generation.guidance_off", "error" if plain else "warning", "generation",
-                 f"with the configured sampling, {p.tokens} generated tokens are identical for the true, another and "
+        # Evidence whatever the expected count: with the same random draws, guidance above 1 amplifies the
+        # caption's effect, so where guidance 1 changes a token the configured sampling should too.
+        severity = "error"
+    return [make("generation.guidance_off", severity, "generation",
+                 f"with the configured sampling, {what} identical for the true, another and "
                  f"the empty caption {detail}: the guidance coefficient cancels the condition", CHECK,
                  hint="in AudioCraft's uncond + cfg_coef * (cond - uncond), 0 keeps only the unconditional logits and "
                       "1 means no guidance (diffusers' 'guidance 0 = off' does not carry over); use about 3",
-                 tokens=p.tokens, changed=p.changed)]
+                 tokens=p.tokens, changed=p.changed, expected_changes=expect)]

@@ -34,7 +34,10 @@ LOW_TEMPERATURE = 0.5
 HIGH_GUIDANCE = 10.0  # MusicGen samples with 3; token models are rarely guided beyond 5-7
 PREFIX_SHARE = 0.5
 SHORT_CROP_S = 1.0  # under a second no phrase, barely two beats, fits a training window
-NARROW_SIMILARITY = 0.3  # mean pairwise correlation of examples' spectral profiles (clean mixes ≈ 0)
+# Narrow data, judged against the pipeline's own data (an absolute profile correlation is not: all real
+# music shares a spectral tilt, so its profiles correlate highly whatever the set):
+NARROW_GAP = 0.25  # training profiles correlate this much more than the validation split's do
+ALIKE_RATIO = 1.5  # examples differ from each other less than 1.5x the two halves of one example do
 LOOP_ENTROPY = 1.5  # nats: a median example cycling through ~4 coarse sounds
 COPY_SIMILARITY = 0.9
 GENERATION_SIDE = ("generation.greedy", "generation.low_temperature", "generation.restrictive_sampling",
@@ -49,6 +52,16 @@ def _reset(report: GenerationReport, key: str) -> GenerationRun | None:
 def judge_sampler(report: GenerationReport) -> list[Finding]:
     """Greedy, low temperature, truncation, guidance and a dominant prefix, from the configured run."""
     run = report.run(report.configured)
+    if run is not None and run.error is None and run.audio_only:
+        loop = run.audio_loop
+        heard = (f"; on the audio, spectral frames are {loop['self_similarity']:.2f} self-similar with the strongest "
+                 f"repeat at {loop['loop_seconds']:.2f} s (strength {loop['loop_strength']:.2f})") if loop else ""
+        return [make("generation.codes_unavailable", "info", "generation",
+                     f"generate returns {run.audio_only} and no token codes, so the token-level checks (greedy, "
+                     "temperature, top-k/top-p, guidance, prompt share, stop condition) cannot judge it" + heard, CHECK,
+                     hint="return the codes beside the audio (e.g. {'tokens': codes, 'audio': audio}), or call "
+                          "tap('generation.tokens', codes) inside generate; tap('generation.logits', ...) too for the "
+                          "sampler diagnosis", returned=run.audio_only, audio_loop=loop)]
     if run is None or run.error is not None or run.stats is None:
         return []
     out: list[Finding] = []
@@ -178,16 +191,22 @@ def judge_training(data: DataVariety | None, position: PositionProbe | None) -> 
                         + ": no phrase, barely a beat, fits in one, so the model learns note-to-note loops", CHECK,
                         hint="crop several seconds (MusicGen trains on 30 s); check the unit and decimal point of "
                              "the segment length", median_clip_seconds=clip, **ev))
-    sim = data.profile_similarity
-    if sim is not None and sim > NARROW_SIMILARITY:
-        contrast = (f" (validation examples: {data.valid_profile_similarity:.2f})"
-                    if data.valid_profile_similarity is not None else "")
+    sim, vsim, ratio = data.profile_similarity, data.valid_profile_similarity, data.alike_ratio
+    gap = sim - vsim if sim is not None and vsim is not None else None
+    alike = ratio is not None and ratio < ALIKE_RATIO
+    if (gap is not None and gap > NARROW_GAP) or alike:
+        why = []
+        if gap is not None and gap > NARROW_GAP:
+            why.append(f"their spectral profiles correlate {sim:.2f} on average against {vsim:.2f} for the "
+                       "validation examples")
+        if alike:
+            why.append(f"two examples differ by only {ratio:.2f}x what the two halves of one example differ by")
         out.append(make("generation.repetitive", "warning", "loader",
-                        f"the training examples are alike: their spectral profiles correlate {sim:.2f} on average"
-                        f"{contrast}; captions share {100 * (data.caption_overlap or 0):.0f}% of their words", CHECK,
+                        f"the training examples are alike: {' and '.join(why)}; captions share "
+                        f"{100 * (data.caption_overlap or 0):.0f}% of their words", CHECK,
                         hint="the training set is narrow (one instrument, one figure): a model fine-tuned on it "
                              "repeats what little it saw; widen the selection or check the query that built it",
-                        profile_similarity=sim, valid_profile_similarity=data.valid_profile_similarity,
+                        profile_similarity=sim, valid_profile_similarity=vsim, alike_ratio=ratio,
                         caption_overlap=data.caption_overlap, **ev))
     if data.within_entropy and not short:
         med = float(np.median(data.within_entropy))
@@ -226,6 +245,8 @@ def verdict(report: GenerationReport, findings: Sequence[Finding]) -> tuple[str,
     configured = report.run(report.configured)
     if configured is not None and configured.error is not None:
         parts.append(f"the configured generation failed ({configured.error}), so the sampler was not examined")
+    elif configured is not None and configured.audio_only:
+        parts.append(f"generate returns {configured.audio_only} without codes, so the sampler was not examined")
     last = report.checkpoints[-1] if report.checkpoints else None
     if last is not None and last.teacher_forced_entropy is not None:
         fits = [r.fit for r in last.runs if r.fit is not None and r.fit.n]
@@ -237,7 +258,9 @@ def verdict(report: GenerationReport, findings: Sequence[Finding]) -> tuple[str,
     if train:
         parts.append("the training side gives the model loops to learn: " + ", ".join(train))
     if side == "none":
-        parts.append("the sampler follows the model's distribution and the data show no repetition-prone pattern")
+        examined = configured is not None and configured.error is None and not configured.audio_only
+        parts.append("the sampler follows the model's distribution and the data show no repetition-prone pattern"
+                     if examined else "the data show no repetition-prone pattern")
     text = {"generation": "GENERATION", "training": "TRAINING", "both": "TRAINING and GENERATION",
             "none": "no cause found"}[side] + ": " + "; ".join(parts) + "."
     return side, text

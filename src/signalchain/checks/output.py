@@ -68,6 +68,7 @@ class RouteReport:
     written_dbfs: list[float] = field(default_factory=list)
     files: list[FileReport] = field(default_factory=list)
     error: str | None = None  # what the route raised (e.g. the decoder refusing codes)
+    audio_only: str | None = None  # generate returned audio without codes ("audio [2, 1, 16000]")
 
 
 def judge_file(f: FileReport, expect_rate: int | None = None, expect_subtype: str | None = None,
@@ -146,6 +147,12 @@ def judge_file(f: FileReport, expect_rate: int | None = None, expect_subtype: st
 def judge_route(route: RouteReport) -> list[Finding]:
     """Tokens, decoded audio, and each written file against the decoded audio it came from."""
     out: list[Finding] = []
+    if route.audio_only and route.error is None:
+        out.append(make("output.codes_unavailable", "info", "generation",
+                        f"generate returns {route.audio_only} and no token codes: the generated tokens could not be "
+                        "checked (range, silence pattern); the route is judged from its audio on", CHECK,
+                        hint="return the codes beside the audio, or tap('generation.tokens', codes) inside generate",
+                        returned=route.audio_only))
     if route.invalid:
         out.append(make("generation.invalid_tokens", "error", "generation",
                         f"{route.invalid} generated tokens lie outside [0, {route.cardinality}) "

@@ -58,6 +58,22 @@ class Sensitivity:
     logits_change: dict[str, float]
     error: str | None = None
     steps: int = 0  # updates on the golden batch before measuring (0: a fresh model)
+    # The baseline from the pipeline itself: the same change measured when the captions are set again
+    # unchanged (run-to-run noise; NaN when not measured), and the logits' dtype precision.
+    control: float = float("nan")
+    eps: float = 1.1920929e-07  # float32's
+    # Per alternative: mean total-variation distance between the predicted distributions per position,
+    # the chance that one sampled token differs under the same random draw; and how many positions
+    # one example predicts (K x T), for what generation can be expected to show.
+    tv: dict[str, float] = field(default_factory=dict)
+    positions: int = 0
+
+    @property
+    def floor(self) -> float:
+        """A relative logit change at or below this is no response: float rounding of the logits' dtype
+        (8 eps), or ten times what the same captions move them by run to run, whichever is larger."""
+        noise = self.control if self.control == self.control else 0.0  # NaN-safe
+        return max(8.0 * self.eps, 10.0 * noise)
 
 
 @dataclass
@@ -91,3 +107,5 @@ class GuidanceProbe:
     changed: dict[str, float]
     override_error: str | None = None
     error: str | None = None
+    compared: str = "codes"  # "codes", or "audio" where generate returns audio only
+    sampled: int | None = None  # tokens the sampler drew (rows x codebooks x frames), when known

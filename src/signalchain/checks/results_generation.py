@@ -67,6 +67,9 @@ class GenerationRun:
     # The first prompt's audio, decoded: mean cosine similarity of its spectral frames (high for static
     # or looping sound) and the strongest frame-autocorrelation lag (experiments.generation_metrics.audio_loop)
     audio_loop: dict[str, float] | None = None
+    # generate returned audio only (HF's model.generate): what came back ("audio [2, 1, 16000]"); the
+    # token measures (stats, fit, invalid tokens) are then None and only `audio_loop` is measured
+    audio_only: str | None = None
 
 
 @dataclass
@@ -103,6 +106,9 @@ class DataVariety:
     valid_profile_similarity: float | None = None  # the same on validation batches, when available
     distinct_examples: int = 0
     error: str | None = None
+    # median profile distance between examples over that between the two halves of one example
+    # (about 1: the examples are as alike as parts of one example)
+    alike_ratio: float | None = None
 
 
 @dataclass

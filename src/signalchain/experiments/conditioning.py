@@ -29,6 +29,8 @@ from ..checks.results_conditioning import (
     Sensitivity,
 )
 from ..pipeline import as_step_output, capabilities
+from ..trace.layout import canonical_logits
+from ._outputs import read_generated
 from ._seed import seed_everything
 from ._train import update_step
 from .context import Context
@@ -52,6 +54,8 @@ def _grab(pipeline: Any, model: Any, batch: Any, seed: int, stop: bool) -> tuple
 
     def grab(stage: str, value: Any, /, **meta: Any) -> Any:
         if stage in WANTED and stage not in got:
+            if is_array(value):  # keep the dtype numpy lacks (bfloat16 becomes float32 in the copy)
+                meta = {**meta, "_dtype": getattr(value, "dtype", None)}
             got[stage] = (np.array(to_numpy(value), copy=True) if is_array(value) else value, meta)
         if stop and stage in STOP_AT:
             raise _Enough
@@ -176,17 +180,84 @@ def rolled(captions: Sequence[str]) -> list[str]:
     return list(captions[1:]) + list(captions[:1])
 
 
+def _canonical(logits: Any, batch: int, got: dict[str, tuple[Any, dict]]) -> np.ndarray | None:
+    """Logits as [B, K, T, V] (HF's [B*K, T, V] included): row i is example i. K from the tokens tap."""
+    x = np.asarray(logits)
+    tokens = got.get("tokens", (None, {}))[0]
+    k = int(np.shape(tokens)[1]) if tokens is not None and np.ndim(tokens) == 3 else None
+    if x.ndim == 2 and x.shape[0] == batch:  # [B, V]: one prediction per example
+        return x[:, None, None, :]
+    if x.ndim == 3 and x.shape[0] == batch:
+        return x[:, None]  # [B, T, V]: one codebook (a symbolic model)
+    return canonical_logits(x, batch, k)
+
+
 def _row_changes(a: np.ndarray, b: np.ndarray, rows: list[int], scale: float) -> float:
-    """The largest per-row mean |a - b| / scale over `rows`."""
+    """The largest per-row mean |a - b| / scale over `rows` (rows of [B, ...] arrays)."""
     if not rows or a.shape != b.shape:
         return float("nan")
     return max(float(np.abs(a[i].astype(np.float64) - b[i]).mean()) / scale for i in rows)
 
 
+def _softmax(x: np.ndarray) -> np.ndarray:
+    z = x.astype(np.float64)
+    z = np.where(np.isfinite(z), z, -1e30)
+    z = z - z.max(-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(-1, keepdims=True)
+
+
+def _row_tv(a: np.ndarray, b: np.ndarray, rows: list[int]) -> float:
+    """Mean total-variation distance between softmax(a) and softmax(b) per predicted position, over `rows`:
+    the probability that a sampler with the same random draw picks a different token there."""
+    if not rows or a.shape != b.shape:
+        return float("nan")
+    return float(np.mean([0.5 * np.abs(_softmax(a[i]) - _softmax(b[i])).sum(-1).mean() for i in rows]))
+
+
+def _pooled(got: dict[str, tuple[Any, dict]]) -> np.ndarray | None:
+    """[B, D]: each row's condition embedding averaged over its real positions (condition.mask)."""
+    emb = got.get("condition.embedding", (None, {}))[0]
+    if emb is None or np.ndim(emb) not in (2, 3):
+        return None
+    e = np.asarray(emb, dtype=np.float64)
+    if e.ndim == 2:
+        return e
+    mask = got.get("condition.mask", (None, {}))[0]
+    m = np.asarray(mask, dtype=bool) if mask is not None and np.shape(mask) == e.shape[:2] else np.ones(e.shape[:2], bool)
+    m = m | ~m.any(axis=1, keepdims=True)  # a row with no real position: all of it
+    return (e * m[..., None]).sum(1) / m.sum(1, keepdims=True)
+
+
+def _embedding_change(base: dict[str, tuple[Any, dict]], got: dict[str, tuple[Any, dict]], rows: list[int]) -> float | None:
+    """Largest relative change |E' - E| / |E| of a row's condition embedding; position by position when both
+    have the same shape, else of the rows' pooled embeddings (another caption tokenises to another length)."""
+    emb0, emb = base.get("condition.embedding", (None, {}))[0], got.get("condition.embedding", (None, {}))[0]
+    if emb0 is None or emb is None or not rows:
+        return None
+    if np.shape(emb) == np.shape(emb0):
+        a, b = np.asarray(emb0, dtype=np.float64), np.asarray(emb, dtype=np.float64)
+    else:
+        a, b = _pooled(base), _pooled(got)
+        if a is None or b is None or a.shape != b.shape:
+            return None
+    return max(float(np.linalg.norm(b[i] - a[i])) / max(float(np.linalg.norm(a[i])), 1e-12) for i in rows)
+
+
+def _eps(dtype: Any) -> float:
+    try:
+        return float(torch.finfo(dtype).eps) if isinstance(dtype, torch.dtype) else float(np.finfo(dtype).eps)
+    except (TypeError, ValueError):
+        return float(np.finfo(np.float32).eps)
+
+
 def measure_sensitivity(ctx: Context, steps: int = 0) -> Sensitivity:
     """Golden batch: true captions, each row given another row's caption, all captions empty; on a fresh
     model, or after `steps` updates on the golden batch (a fusion gate that starts at zero, as in
-    Flamingo-style gated cross-attention, ignores the condition until it has been trained)."""
+    Flamingo-style gated cross-attention, ignores the condition until it has been trained).
+
+    Also a control: the true captions set again through `with_captions`, the same seed (what the logits
+    move by when nothing changes: the floor a response must clear), and the logits' dtype precision."""
     p = ctx.pipeline
     batch = ctx.batch()
     model = ctx.fresh_model()
@@ -200,26 +271,40 @@ def measure_sensitivity(ctx: Context, steps: int = 0) -> Sensitivity:
     if "caption" not in base:
         return Sensitivity(0, {}, {}, error="the step does not tap `caption`")
     captions = list(base["caption"][0])
-    logits0 = base["logits"][0] if "logits" in base else (to_numpy(out.logits) if out is not None and out.logits is not None else None)
-    if logits0 is None:
+    raw0 = base["logits"][0] if "logits" in base else (to_numpy(out.logits) if out is not None and out.logits is not None else None)
+    if raw0 is None:
         return Sensitivity(0, {}, {}, error="the step returns no logits and taps none")
+    logits0 = _canonical(raw0, len(captions), base)
+    if logits0 is None:
+        return Sensitivity(0, {}, {}, error=f"logits {list(np.shape(raw0))} cannot be read per example for a batch "
+                                            f"of {len(captions)} (not [B, K, T, V], [B*K, T, V] or [B, T, V])")
+    dtype = base.get("logits", (None, {}))[1].get("_dtype") or (out.logits.dtype if out is not None and
+                                                                 isinstance(out.logits, torch.Tensor) else raw0.dtype)
     dropped0 = np.asarray(base["condition.dropped"][0], dtype=bool) if "condition.dropped" in base else np.zeros(len(captions), bool)
-    emb0 = base.get("condition.embedding", (None, {}))[0]
     l_scale = float(np.std(logits0)) or 1.0
-    emb_change, logit_change, rows_used = {}, {}, 0
-    for name, caps in (("other caption", rolled(captions)), ("null caption", [""] * len(captions))):
+    emb_change, logit_change, tv, rows_used = {}, {}, {}, 0
+    control = float("nan")
+    kept = [i for i in range(len(captions)) if not dropped0[i]]
+    for name, caps in (("same caption", captions), ("other caption", rolled(captions)),
+                       ("null caption", [""] * len(captions))):
         got, out = _grab(p, model, p.with_captions(batch, caps), ctx.seed, stop=False)
-        logits = got["logits"][0] if "logits" in got else to_numpy(out.logits)
+        raw = got["logits"][0] if "logits" in got else to_numpy(out.logits)
+        logits = _canonical(raw, len(captions), got)
+        if logits is None:
+            continue
         dropped = np.asarray(got["condition.dropped"][0], dtype=bool) if "condition.dropped" in got else dropped0
+        if name == "same caption":
+            control = _row_changes(logits0, logits, kept, l_scale)
+            continue
         rows = [i for i in range(len(captions)) if caps[i] != captions[i] and not dropped0[i] and not dropped[i]]
         rows_used = max(rows_used, len(rows))
         logit_change[name] = _row_changes(logits0, logits, rows, l_scale)
-        emb = got.get("condition.embedding", (None, {}))[0]
-        if emb0 is not None and emb is not None and np.shape(emb) == np.shape(emb0):
-            norms = [float(np.linalg.norm(emb0[i])) for i in rows]
-            emb_change[name] = max((float(np.linalg.norm(emb[i] - emb0[i])) / max(n, 1e-12) for i, n in zip(rows, norms)),
-                                   default=float("nan"))
-    return Sensitivity(rows=rows_used, embedding_change=emb_change, logits_change=logit_change, steps=steps)
+        tv[name] = _row_tv(logits0, logits, rows)
+        change = _embedding_change(base, got, rows)
+        if change is not None:
+            emb_change[name] = change
+    return Sensitivity(rows=rows_used, embedding_change=emb_change, logits_change=logit_change, steps=steps,
+                       control=control, eps=_eps(dtype), tv=tv, positions=int(np.prod(logits0.shape[1:-1])))
 
 
 def _grad_state(g: torch.Tensor | None) -> str:
@@ -266,11 +351,13 @@ def measure_condition_grads(ctx: Context) -> ConditionGrads:
 
 
 def _tokens_of(result: Any) -> np.ndarray:
-    for key in ("codes", "tokens", "audio"):
-        value = result.get(key) if isinstance(result, dict) else getattr(result, key, None)
-        if value is not None and is_array(value):
-            return np.array(to_numpy(value), copy=True)
-    return np.array(to_numpy(result), copy=True)
+    """What generate returned, comparable across captions: its codes, or its audio when it returns
+    only audio (HF's model.generate); raises when it returned neither."""
+    got = read_generated(result)
+    value = got.codes if got.codes is not None else got.audio
+    if value is None:
+        raise TypeError(f"generate returned neither token codes nor audio ({type(result).__name__})")
+    return np.array(value, copy=True)
 
 
 def measure_guidance(ctx: Context) -> GuidanceProbe:
@@ -279,7 +366,8 @@ def measure_guidance(ctx: Context) -> GuidanceProbe:
     p = ctx.pipeline
     batch = ctx.batch()
     model = ctx.fresh_model()
-    captions = list(ctx.golden().trace.value("caption"))
+    trace = ctx.golden().trace
+    captions = list(trace.value("caption"))
     short: dict[str, Any] | None = {"max_frames": ctx.budget.guidance_frames}
 
     def generate(caps: list[str] | None, extra: dict[str, Any] | None = None) -> np.ndarray:
@@ -298,15 +386,24 @@ def measure_guidance(ctx: Context) -> GuidanceProbe:
 
     try:
         true = generate(None)
-        changed = {name: float(np.mean(generate(caps) != true))
-                   for name, caps in (("other caption", rolled(captions)), ("null caption", [""] * len(captions)))}
+        changed = {name: _changed(generate(caps), true) for name, caps in (("other caption", rolled(captions)), ("null caption", [""] * len(captions)))}
     except Exception as exc:
         return GuidanceProbe(0, {}, error=f"{type(exc).__name__}: {exc}")
-    probe = GuidanceProbe(tokens=int(true.size), changed=changed)
+    audio = bool(np.issubdtype(true.dtype, np.floating))
+    sampled = None if audio else int(true.size)
+    if audio and short is not None and "tokens" in trace and len(trace["tokens"].shape or ()) == 3:
+        sampled = int(true.shape[0] * trace["tokens"].shape[1] * ctx.budget.guidance_frames)
+    probe = GuidanceProbe(tokens=int(true.size), changed=changed, compared="audio" if audio else "codes",
+                          sampled=sampled)
     if changed["null caption"] == 0.0:
         try:  # guidance 1 = the conditional logits alone (AudioCraft's cfg_coef convention)
             plain = generate(None, {"cfg_coef": 1.0})
-            probe.changed["null caption, guidance 1"] = float(np.mean(generate([""] * len(captions), {"cfg_coef": 1.0}) != plain))
+            probe.changed["null caption, guidance 1"] = _changed(generate([""] * len(captions), {"cfg_coef": 1.0}), plain)
         except Exception as exc:
             probe.override_error = f"{type(exc).__name__}: {exc}"
     return probe
+
+
+def _changed(a: np.ndarray, b: np.ndarray) -> float:
+    """Share of generated values that differ (1 when the outputs differ in shape: a different length)."""
+    return float(np.mean(a != b)) if a.shape == b.shape and a.size else 1.0

@@ -24,6 +24,8 @@ from ..checks.results_generation import Checkpoint, GenerationReport, Generation
 from ..pipeline import as_step_output, capabilities
 from ..stats import as_batch_audio
 from ..trace import record, tap
+from ..trace.layout import canonical_logits
+from ._outputs import call_decode, read_generated
 from ._seed import seed_everything
 from ._train import update_step
 from .context import Context
@@ -62,20 +64,24 @@ def _teacher_forced(ctx: Context, model: torch.nn.Module) -> tuple[float | None,
     if logits is None or np.ndim(logits) < 2:
         return None, None
     mask = np.asarray(t.value("mask.loss"), bool) if "mask.loss" in t else None
+    if mask is not None and mask.ndim == 3 and mask.shape != np.shape(logits)[:-1]:
+        # HF's [B*K, T', V] logits beside a [B, K, T'] loss mask: read them in the mask's layout
+        canon = canonical_logits(np.asarray(logits), mask.shape[0], mask.shape[1])
+        logits = canon if canon is not None else logits
     mask = mask if mask is not None and mask.shape == np.shape(logits)[:-1] else None
     loss = float(out.loss.detach()) if hasattr(out.loss, "detach") else float(out.loss)
     return logit_entropy(np.asarray(logits), mask), loss if math.isfinite(loss) else None
 
 
-def _decode(p: Any, codes: np.ndarray) -> np.ndarray:
-    return np.asarray(to_numpy(p.decode(torch.as_tensor(codes))), dtype=np.float32)
+def _decode(p: Any, codes: np.ndarray, model: Any = None) -> np.ndarray:
+    return np.asarray(to_numpy(call_decode(p, torch.as_tensor(codes), model)), dtype=np.float32)
 
 
-def _decode_row0(p: Any, codes: np.ndarray | None) -> np.ndarray | None:
+def _decode_row0(p: Any, codes: np.ndarray | None, model: Any = None) -> np.ndarray | None:
     if codes is None or "decode" not in capabilities(p):
         return None
     try:
-        audio = _decode(p, codes[:1])
+        audio = _decode(p, codes[:1], model)
     except Exception:  # invalid codes: the output family reports that
         return None
     return audio.reshape(-1, audio.shape[-1])[:1] if audio.ndim >= 2 else audio[None]
@@ -96,6 +102,7 @@ class _Session:
         self.out.sample_rate = getattr(self.p, "sample_rate", None)
         self.model = ctx.fresh_model()
         self.codes: dict[str, np.ndarray | None] = {}
+        self.audio: dict[str, np.ndarray] = {}  # label -> [B, C, S] where generate returned audio only
         self.batches: list[Any] = []  # the loader batches the data were measured on
         self.seen: list[Any] = []  # their crops, for the nearest-example search
 
@@ -104,10 +111,17 @@ class _Session:
                                          self.seed if seed is None else seed, self.frames, self.frame_rate)
         t = trace.get("generation.tokens") if trace is not None else None
         self.codes[label] = np.asarray(t.value) if t is not None and t.value is not None else codes_of(result)
+        if self.codes[label] is None:
+            got = read_generated(result, self.out.sample_rate)
+            if got.audio is not None:
+                self.audio[label] = got.audio
+                self.out.sample_rate = self.out.sample_rate or got.sample_rate
         return r
 
     def keep_sample(self, label: str, name: str) -> None:
-        audio = _decode_row0(self.p, self.codes.get(label))
+        audio = _decode_row0(self.p, self.codes.get(label), self.model)
+        if audio is None and label in self.audio:  # generate returned audio: play it as it came
+            audio = self.audio[label][0].astype(np.float32)
         if audio is not None:
             self.out.samples[name] = audio
 
@@ -175,14 +189,18 @@ class _Session:
         extra = examples_from_pipeline(p, self.b.gen_examples) \
             if self.b.gen_examples and "training_examples" in capabilities(p) else []
         last = rep.checkpoints[-1] if rep.checkpoints else None
-        plain = self.codes.get(last.runs[-1].label) if last is not None and last.runs else None
-        if plain is None or not sr or "decode" not in capabilities(p):
+        label = last.runs[-1].label if last is not None and last.runs else None
+        plain = self.codes.get(label) if label is not None else None
+        audio = self.audio.get(label) if label is not None else None
+        decodes = "decode" in capabilities(p)
+        if (plain is None and audio is None) or not sr or (plain is not None and not decodes):
             return
         try:
             # The examples as the model knows them: their tokens through the same decoder (a perfect
             # copy then matches exactly, whatever the codec loses), plus raw training_examples().
-            examples = [(label, as_batch_audio(_decode(p, codes))[0], sr) for label, codes in self.seen] + extra
-            decoded = _decode(p, plain)
+            examples = [(lbl, as_batch_audio(_decode(p, codes, self.model))[0], sr)
+                        for lbl, codes in (self.seen if decodes else [])] + extra
+            decoded = _decode(p, plain, self.model) if plain is not None else audio
             rep.nearest, which = nearest_examples(decoded, sr, examples) if examples else ([], [])
         except Exception as exc:
             rep.notes.append(f"nearest-example search failed: {type(exc).__name__}: {exc}")

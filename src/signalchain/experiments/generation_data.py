@@ -38,6 +38,18 @@ def _profile(audio: np.ndarray, sample_rate: int) -> np.ndarray:
     return log_mel(audio, sample_rate, n_fft=min(1024, 4 * hop), hop=hop, n_mels=40).mean(axis=1)
 
 
+def _alike_ratio(profiles: list[np.ndarray], halves: list[tuple[np.ndarray, np.ndarray]]) -> float | None:
+    """Median distance between different examples' profiles over the median distance between the two
+    halves of one example: about 1 when examples are as alike as two parts of the same one. Distances of
+    log-mel profiles, so a spectral tilt all music shares cancels (a correlation would count it)."""
+    if len(profiles) < 3 or len(halves) < 3:
+        return None
+    P = np.stack(profiles)
+    cross = [float(np.linalg.norm(P[i] - P[j])) for i in range(len(P)) for j in range(i + 1, len(P))]
+    within = float(np.median([np.linalg.norm(a - b) for a, b in halves]))
+    return float(np.median(cross)) / within if within > 0 else None
+
+
 def _mean_pairwise_corr(profiles: list[np.ndarray]) -> float | None:
     if len(profiles) < 3:
         return None
@@ -87,6 +99,7 @@ def measure_data_variety(ctx: Context, model: torch.nn.Module, batches: list[Any
     clip_s: list[float] = []
     within: list[float] = []
     profiles: list[np.ndarray] = []
+    halves: list[tuple[np.ndarray, np.ndarray]] = []
     captions: list[str] = []
     hashes: set[str] = set()
     seen: list[Seen] = []
@@ -119,14 +132,17 @@ def measure_data_variety(ctx: Context, model: torch.nn.Module, batches: list[Any
             else:
                 crop_s.append(audio.shape[-1] / sr)
             for i, x in enumerate(audio):
-                if int(lengths[i]) >= sr // 4:  # a profile of mostly padding says nothing
-                    profiles.append(_profile(x[:, : int(lengths[i])], sr))
+                n_ = int(lengths[i])
+                if n_ >= sr // 4:  # a profile of mostly padding says nothing
+                    profiles.append(_profile(x[:, :n_], sr))
+                if n_ >= sr // 2:  # halves of a quarter second each, at least
+                    halves.append((_profile(x[:, : n_ // 2], sr), _profile(x[:, n_ // 2 : n_], sr)))
         source = t.get("crop")  # the valid length of each clip the crop was chosen from
         if source is not None and source.sample_rate and source.meta.get("lengths") is not None:
             clip_s += [int(n_) / source.sample_rate for n_ in source.meta["lengths"]]
         captions += names
     valid_sim = None
-    if has_loader and n >= 4:  # business and up: the validation split as the contrast
+    if has_loader:  # the validation split as the contrast (one batch)
         try:
             vt = _record_batches(ctx, iter(p.loader("valid")), 1, model)
         except Exception:  # no validation split: nothing to compare with
@@ -144,7 +160,7 @@ def measure_data_variety(ctx: Context, model: torch.nn.Module, batches: list[Any
                           crop_seconds=float(np.median(crop_s)) if crop_s else None, clip_seconds=clip_s,
                           within_entropy=within, profile_similarity=_mean_pairwise_corr(profiles),
                           caption_overlap=_jaccard(captions), valid_profile_similarity=valid_sim,
-                          distinct_examples=len(hashes))
+                          distinct_examples=len(hashes), alike_ratio=_alike_ratio(profiles, halves))
     return variety, seen
 
 

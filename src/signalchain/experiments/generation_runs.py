@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._tensor import to_numpy
 from ..checks.results_generation import GenerationRun, StopProbe
 from ..pipeline import capabilities
 from ..trace import Trace, record, tap
+from ._outputs import call_decode, generated_field, read_generated
 from ._seed import seed_everything
 from .generation_metrics import audio_loop, guidance_coefficient, sampler_fit, token_stats
 
@@ -32,10 +32,18 @@ STAGES = {"generation.tokens", "generation.logits", "generation.logits.cond", "g
 def take(batch: Any, n: int) -> Any:
     """The first `n` examples of a batch (lists/arrays/tensors of the batch's length are sliced, in a
     dataclass, a dict, or bare); the batch itself when it is no longer or cannot be sliced."""
-    try:
-        size = len(batch)
-    except TypeError:
-        return batch
+    if isinstance(batch, dict):  # a dict's len is its number of keys: the batch size is its columns' length
+        lengths = [len(v) for v in batch.values() if isinstance(v, (list, tuple))
+                   or (isinstance(v, (np.ndarray, torch.Tensor)) and v.ndim > 0)]
+        lengths = [m for m in lengths if m]
+        if not lengths:
+            return batch
+        size = max(set(lengths), key=lengths.count)
+    else:
+        try:
+            size = len(batch)
+        except TypeError:
+            return batch
     if size <= n:
         return batch
 
@@ -48,7 +56,7 @@ def take(batch: Any, n: int) -> Any:
         out = dataclasses.replace(batch, **{f.name: cut(getattr(batch, f.name)) for f in dataclasses.fields(batch)
                                             if f.init})
     elif isinstance(batch, dict):
-        out = {k: cut(v) for k, v in batch.items()}
+        return {k: cut(v) for k, v in batch.items()}
     elif isinstance(batch, (list, tuple, np.ndarray, torch.Tensor)):
         out = batch[:n]
     else:
@@ -74,12 +82,16 @@ def call_generate(p: Any, model: Any, batch: Any, sampling: dict[str, Any]) -> A
 
 
 def codes_of(result: Any) -> np.ndarray | None:
-    """Token codes [B, K, T] from whatever generate returned (a tensor, `.codes`, or a dict)."""
-    for v in (result, getattr(result, "codes", None),
-              result.get("codes", result.get("tokens")) if isinstance(result, dict) else None):
-        if isinstance(v, (torch.Tensor, np.ndarray)) and np.ndim(v) == 3 and not torch.is_floating_point(torch.as_tensor(v)):
-            return np.asarray(v.detach().cpu() if isinstance(v, torch.Tensor) else v)
-    return None
+    """Token codes [B, K, T] from whatever generate returned (codes, a result with `.codes`, a dict
+    or `ModelOutput`); None when it returned audio only (see `_outputs.read_generated`)."""
+    return read_generated(result).codes
+
+
+def _tapped_or_returned(trace: Trace | None, result: Any) -> np.ndarray | None:
+    t = trace.get("generation.tokens") if trace is not None else None
+    if t is not None and t.value is not None and np.ndim(t.value) == 3:
+        return np.asarray(t.value)
+    return codes_of(result)
 
 
 def generate_once(p: Any, model: Any, batch: Any, label: str, overrides: dict[str, Any], seed: int,
@@ -98,12 +110,23 @@ def generate_once(p: Any, model: Any, batch: Any, label: str, overrides: dict[st
             run.error = f"{type(exc).__name__}: {exc}"
     tokens = trace.get("generation.tokens")
     meta = tokens.meta if tokens is not None else {}
-    codes = np.asarray(tokens.value) if tokens is not None and tokens.value is not None else codes_of(result)
+    codes = _tapped_or_returned(trace, result)
     if codes is None or codes.ndim != 3:
-        run.error = run.error or "generate returned no [B, K, T] token codes and tapped no generation.tokens"
+        if run.error is not None:
+            return run, trace, result
+        got = read_generated(result, getattr(p, "sample_rate", None))
+        if got.audio is not None:  # audio only (HF's model.generate): what can be measured on audio is
+            run.audio_only = got.describe()
+            rate = got.sample_rate
+            audio = got.audio[:1].reshape(-1, got.audio.shape[-1])
+            if rate and np.isfinite(audio).all() and audio.shape[-1] >= int(rate) // 5:
+                run.audio_loop = audio_loop(audio.astype(np.float32), int(rate))
+        else:
+            run.error = ("generate returned no [B, K, T] token codes and no audio, and tapped no generation.tokens "
+                         f"(it returned {type(result).__name__})")
         return run, trace, result
     for name in ("frames_generated", "stopped", "prompt_frames"):
-        value = meta.get(name, getattr(result, name, None))
+        value = meta.get(name, generated_field(result, name))
         setattr(run, name, value if value is None else (bool(value) if name == "stopped" else int(value)))
     run.reported = dict(meta.get("sampling") or {})
     card = meta.get("cardinality")
@@ -112,7 +135,7 @@ def generate_once(p: Any, model: Any, batch: Any, label: str, overrides: dict[st
         run.invalid = int(((codes < 0) | (codes >= run.cardinality)).sum())
     valid = codes[:, :, : run.frames_generated] if run.frames_generated else codes
     run.stats = token_stats(valid, frame_rate)
-    run.audio_loop = _audio_loop(p, valid[:1])
+    run.audio_loop = _audio_loop(p, valid[:1], model)
     if "generation.logits" in trace and trace["generation.logits"].value is not None:
         g = np.asarray(trace.value("generation.logits"), dtype=np.float64)  # [B, K, T, C]
         if g.shape[:3] == codes.shape:
@@ -126,15 +149,17 @@ def generate_once(p: Any, model: Any, batch: Any, label: str, overrides: dict[st
     return run, trace, result
 
 
-def _audio_loop(p: Any, codes: np.ndarray) -> dict[str, float] | None:
+def _audio_loop(p: Any, codes: np.ndarray, model: Any = None) -> dict[str, float] | None:
     """Repetition heard rather than counted: `audio_loop` of the decoded first prompt, when the pipeline
     can decode and the codes are valid (invalid ones are the output family's to report)."""
     rate = getattr(p, "sample_rate", None)
     if "decode" not in capabilities(p) or not rate or codes.shape[-1] < 4:
         return None
     try:
-        audio = np.asarray(to_numpy(p.decode(torch.as_tensor(codes))), dtype=np.float32)
+        audio = read_generated(call_decode(p, torch.as_tensor(codes), model)).audio
     except Exception:
+        return None
+    if audio is None:
         return None
     audio = audio.reshape(-1, audio.shape[-1])
     if not np.isfinite(audio).all() or audio.shape[-1] < int(rate) // 5:
@@ -150,10 +175,7 @@ def stop_probe(p: Any, model: Any, batch: Any, frames: int, seed: int) -> StopPr
     """
     one = take(batch, 1)
     free, trace, result = generate_once(p, model, one, "stop: free", {"greedy": True}, seed, frames)
-    codes = None
-    if free.error is None:
-        t = trace.get("generation.tokens") if trace is not None else None
-        codes = np.asarray(t.value) if t is not None and t.value is not None else codes_of(result)
+    codes = _tapped_or_returned(trace, result) if free.error is None else None
     start = free.prompt_frames or 0  # a stop condition watches sampled frames only, not the prompt's
     if codes is None or codes.shape[0] != 1 or codes.shape[-1] - start < 4:
         return None
@@ -165,8 +187,7 @@ def stop_probe(p: Any, model: Any, batch: Any, frames: int, seed: int) -> StopPr
     if run.error is not None:
         return StopProbe(frames=frames, pattern_frame=first, stop_after=1, frames_generated=None, stopped=None,
                          continued=False, error=run.error)
-    t = trace.get("generation.tokens") if trace is not None else None
-    out = np.asarray(t.value) if t is not None and t.value is not None else codes_of(result)
+    out = _tapped_or_returned(trace, result)
     after = out[0, :, first + 1 :] if out is not None else np.zeros((0, 0))
     continued = bool(after.size) and not bool((after == pattern[:, None]).all())
     return StopProbe(frames=frames, pattern_frame=first, stop_after=1, frames_generated=run.frames_generated,

@@ -22,6 +22,7 @@ from ..errors import SignalchainError
 from ..pipeline import capabilities
 from ..stats import audio_example_summary
 from ..trace import Trace, record, tap
+from ._outputs import call_decode, read_generated
 from ._seed import seed_everything
 from .context import Context
 from .generation_runs import call_generate, take
@@ -118,6 +119,7 @@ def measure_route(ctx: Context) -> tuple[RouteReport, Trace] | None:
     model, batch = ctx.fresh_model(), take(ctx.batch(), ctx.budget.gen_prompts)
     sampling = {"max_frames": min(ctx.budget.gen_frames, 50), "seed": ctx.seed}
     error, files = None, []
+    audio_only: str | None = None
     seed_everything(ctx.seed)
     with tempfile.TemporaryDirectory(prefix="signalchain-render-") as folder, record(values=ROUTE, stages=ROUTE) as t:
         try:
@@ -125,10 +127,19 @@ def measure_route(ctx: Context) -> tuple[RouteReport, Trace] | None:
                 p.render(model, batch, folder, sampling, tap)
             else:
                 result = call_generate(p, model, batch, sampling)
-                codes = getattr(result, "codes", result)
-                if "generation.tokens" not in t:  # the pipeline's generate may tap it itself
+                got = read_generated(result, getattr(p, "sample_rate", None))
+                tapped = t.get("generation.tokens")
+                codes = got.codes if got.codes is not None else (
+                    np.asarray(tapped.value) if tapped is not None and tapped.value is not None else None)
+                if codes is not None and "generation.tokens" not in t:  # generate may tap it itself
                     tap("generation.tokens", codes)
-                tap("audio.decoded", p.decode(codes), sample_rate=getattr(p, "sample_rate", None))
+                if codes is None:
+                    audio_only = got.describe()
+                if got.audio is not None:  # generate decodes itself (HF's does): its audio is the route's
+                    tap("audio.decoded", got.audio, sample_rate=got.sample_rate, source="generate")
+                elif codes is not None:
+                    tap("audio.decoded", call_decode(p, torch.as_tensor(codes), model),
+                        sample_rate=getattr(p, "sample_rate", None))
         except Exception as exc:  # the route may break (a decoder refusing codes): that is the finding
             error = f"{type(exc).__name__}: {exc}"
         written = t.get("audio.written")
@@ -155,7 +166,8 @@ def measure_route(ctx: Context) -> tuple[RouteReport, Trace] | None:
                         decoded_clipping=float(decoded.summary.get("audio", {}).get("clipping_fraction_max", 0.0))
                         if decoded is not None else 0.0,
                         decoded_rate=rate or getattr(p, "sample_rate", None),
-                        written_dbfs=_per_example_dbfs(t.get("audio.written")), files=files, error=error)
+                        written_dbfs=_per_example_dbfs(t.get("audio.written")), files=files, error=error,
+                        audio_only=audio_only)
     return route, t
 
 
@@ -176,8 +188,10 @@ def probe_decoder(ctx: Context, window: int = 6) -> DecoderProbe | None:
     T = a.shape[-1]
     sr = int(getattr(p, "sample_rate", 0) or 16000)
 
+    model = ctx.golden().model  # a decode(tokens, model) decodes with the model's own codec
+
     def spectrum(x: np.ndarray) -> np.ndarray:
-        audio = np.asarray(to_numpy(p.decode(torch.as_tensor(x))), dtype=np.float64).reshape(-1)
+        audio = np.asarray(to_numpy(call_decode(p, torch.as_tensor(x), model)), dtype=np.float64).reshape(-1)
         hop = max(1, len(audio) // T)  # samples per token frame
         return log_mel(audio, sr, n_fft=4 * hop, hop=hop, n_mels=32)  # [M, ≈T]
 

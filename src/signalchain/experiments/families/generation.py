@@ -28,7 +28,7 @@ def _row(r: GenerationRun) -> list[Any]:
     s, f = r.stats, r.fit
     if r.error:
         return [r.label, r.error[:80]] + ["—"] * 10
-    return [r.label, "ok", _num(float(np.mean(s.entropy)) if s else None), _num(s.ngram_repetition if s else None),
+    return [r.label, "audio only" if r.audio_only else "ok", _num(float(np.mean(s.entropy)) if s else None), _num(s.ngram_repetition if s else None),
             _num(s.longest_repeat if s else None), f"{s.loop_period} ({_num(s.loop_strength)})" if s else "—",
             _num(f.top1 if f else None), _num(f.top1_expected if f else None, ".3f"),
             _num(f.temperature if f else None), str(f.max_rank) if f else "—", _num(r.guidance),
@@ -66,11 +66,11 @@ def _metrics(out: GenerationOutcome, side: str, text: str) -> dict[str, Any]:
         m["generation.data"] = {"kind": "table", "title": "What the training loader shows the model",
                                 "headers": ["examples", "crop (s)", "median coarse-token entropy",
                                             "spectral profile similarity", "validation profile similarity",
-                                            "caption word overlap"],
+                                            "examples vs halves of one (distance ratio)", "caption word overlap"],
                                 "rows": [[d.examples, _num(d.crop_seconds),
                                           _num(float(np.median(d.within_entropy)) if d.within_entropy else None),
                                           _num(d.profile_similarity), _num(d.valid_profile_similarity),
-                                          _num(d.caption_overlap)]]}
+                                          _num(d.alike_ratio), _num(d.caption_overlap)]]}
     if out.sample_rate and out.samples:
         m["generation.samples"] = {"kind": "audio", "title": "Generated samples per sampling setting (prompt 0)",
                                    "sample_rate": out.sample_rate,
