@@ -285,7 +285,13 @@ def judge_dropout(data: ConditionData) -> list[Finding]:
                      f"condition dropout removed {k} of {n} captions ({100 * k / n:.0f}%): most examples train "
                      "unconditionally", CHECK, hint="classifier-free guidance usually drops 10-20%; tap "
                      "`condition.dropped` with rate= to have it compared", dropped=k, total=n)]
-    rate = rates[0]
+    rate = float(rates[0])
+    if not 0.0 <= rate <= 1.0:  # a percentage, or a keep-count, where a probability belongs
+        return [make("condition.dropout_rate", "error", "condition.dropped",
+                     f"the configured condition dropout rate is {rate:g}, not a probability in [0, 1]; it removed "
+                     f"{k} of {n} captions ({100 * k / n:.0f}%)", CHECK,
+                     hint=f"give the rate as a probability ({rate / 100:g} if {rate:g} was meant in percent)",
+                     dropped=k, total=n, configured=rate, observed=k / n)]
     pvalue = float(binomtest(k, n, rate).pvalue)
     if pvalue >= 1e-3 or abs(k / n - rate) <= 0.05:
         return []

@@ -129,6 +129,9 @@ def generate_once(p: Any, model: Any, batch: Any, label: str, overrides: dict[st
         value = meta.get(name, generated_field(result, name))
         setattr(run, name, value if value is None else (bool(value) if name == "stopped" else int(value)))
     run.reported = dict(meta.get("sampling") or {})
+    reported_cfg = run.reported.get("cfg_coef")
+    if isinstance(reported_cfg, (int, float)) and not isinstance(reported_cfg, bool):
+        run.guidance = float(reported_cfg)  # what the pipeline says it applied; a measured coefficient wins below
     card = meta.get("cardinality")
     run.cardinality = int(card) if card is not None else None
     if run.cardinality is not None:

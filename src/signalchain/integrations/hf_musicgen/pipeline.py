@@ -436,7 +436,11 @@ class HFMusicgenPipeline:
         finally:
             del codec.decode
         codes = interleave_channels(*seen) if len(seen) == 2 else seen[0]
-        tap("generation.tokens", codes, frames_generated=int(codes.shape[-1]), sampling=dict(sampling or {}))
+        # The settings generate really used, in signalchain's names (the pipeline's guidance included).
+        effective = {**dict(sampling or {}), "greedy": not kw["do_sample"], "cfg_coef": kw["guidance_scale"]}
+        effective.update({ours: kw[theirs] for ours, theirs in _SAMPLING.items() if theirs in kw})
+        tap("generation.tokens", codes, frames_generated=int(codes.shape[-1]), sampling=effective,
+            cardinality=self.cardinality)
         return {"tokens": codes, "audio": audio, "sample_rate": self.codec_rate}
 
     @torch.no_grad()

@@ -26,7 +26,7 @@ SECTION = "NaN and infinite values"
 # ---- 1. division by zero ------------------------------------------------------------------------------
 
 @fault("peak_normalise_silent_clips", "nonfinite", "division by zero", SECTION,
-       ["nonfinite.first"], "audio.resampled", symptom="nan")
+       ["nonfinite.first", "audio.nonfinite"], "audio.resampled", symptom="nan")
 def _peak_normalise_silent_clips(p: HFBedPipeline) -> None:
     # The data: the short clips of this collection are failed exports, digital silence. Harmless by
     # itself (the clean pipeline trains on them without trouble).
@@ -48,7 +48,7 @@ def _peak_normalise_silent_clips(p: HFBedPipeline) -> None:
 # ---- 7. non-finite input audio ------------------------------------------------------------------------
 
 @fault("nan_blocks_in_float_wavs", "nonfinite", "non-finite input audio", SECTION,
-       ["nonfinite.input"], "audio.original", symptom="nan")
+       ["nonfinite.input", "audio.nonfinite"], "audio.original", symptom="nan")
 def _nan_blocks_in_float_wavs(p: HFBedPipeline) -> None:
     def corrupt(audio: np.ndarray) -> np.ndarray:
         # The data: float32 WAVs bounced from a DAW with a corrupt block every 0.25 s decode to

@@ -37,7 +37,7 @@ def _scaled_step(p: HFBedPipeline, model: Any, optimizer: Any, batch: Any, tap: 
 
 
 @fault("scaler_built_every_step", "precision", "the gradient scaler skips every step", SECTION,
-       ["amp.steps_skipped"], "optimizer", symptom="flat-loss")
+       ["amp.steps_skipped", "optim.step_skipped"], "optimizer", symptom="flat-loss")
 def _scaler_built_every_step(p: HFBedPipeline) -> None:
     p.amp = "fp16"
 
