@@ -201,3 +201,64 @@ def test_a_pipeline_without_splits_gets_an_info() -> None:
 
     found = run_doctor(ToyPipeline(), families=["splits"], budget="economy").findings
     assert [f.id for f in found] == ["pipeline.capability_missing"]
+
+
+# ---- splits() in the forms real pipelines return them ------------------------------------------
+
+def _row(clip: Clip, form: str, folder: Any = None) -> dict[str, Any]:
+    meta = {"caption": clip.caption, "source_id": clip.source_id, **clip.metadata}
+    if form == "metadata":  # a dataset's rows without their audio
+        return meta
+    if form == "hf_audio":  # a `datasets` row with a decoded Audio feature
+        return {"audio": {"array": clip.audio.mean(axis=0), "sampling_rate": clip.sample_rate, "path": None}, **meta}
+    path = folder / f"{clip.metadata.get('name', clip.source_id)}.wav"
+    if not path.exists():
+        sf.write(path, clip.audio.T, clip.sample_rate, subtype="FLOAT")
+    return {"audio_filepath" if form == "path" else "audio": str(path) if form == "path" else {"path": str(path)},
+            **meta}
+
+
+class RowSplits(ReferencePipeline):
+    form = "metadata"
+    folder: Any = None
+    leak_id = False
+
+    def splits(self) -> dict[str, list[Any]]:
+        out = {s: [_row(c, self.form, self.folder) for c in clips] for s, clips in super().splits().items()}
+        if self.leak_id:  # one validation row names a training recording
+            out["valid"][0] = {**out["valid"][0], "source_id": out["train"][3]["source_id"]}
+        return out
+
+
+def _rows(form: str, folder: Any = None, leak_id: bool = False) -> RowSplits:
+    p = _make(RowSplits)
+    p.form, p.folder, p.leak_id = form, folder, leak_id
+    return p
+
+
+def test_metadata_only_splits_get_one_info_and_their_ids_still_judged() -> None:
+    found = _run(_rows("metadata"))
+    assert _loud(found) == []
+    assert [f.id for f in found if f.id in ("split.no_audio", "file.unreadable")] == ["split.no_audio"]
+    leaked = _loud(_run(_rows("metadata", leak_id=True)))
+    assert [f.id for f in leaked] == ["split.shared_id"]
+
+
+@pytest.mark.parametrize("form", ["hf_audio", "hf_path", "path"])
+def test_rows_carrying_or_naming_their_audio_are_audited_like_clips(form: str, tmp_path: Any) -> None:
+    found = _run(_rows(form, tmp_path))
+    assert _loud(found) == [], [(f.id, f.message[:80]) for f in _loud(found)]
+    assert not any(f.id == "split.no_audio" for f in found)
+
+
+def test_a_row_naming_a_missing_file_is_one_finding(tmp_path: Any) -> None:
+    class OneMissing(RowSplits):
+        def splits(self) -> dict[str, list[Any]]:
+            out = super().splits()
+            out["valid"][1] = {**out["valid"][1], "audio_filepath": str(tmp_path / "gone.wav")}
+            return out
+
+    p = _make(OneMissing)
+    p.form, p.folder = "path", tmp_path
+    loud = _loud(_run(p))
+    assert [(f.id, f.evidence.get("path")) for f in loud] == [("file.missing", str(tmp_path / "gone.wav"))]

@@ -159,3 +159,40 @@ def test_a_busy_machine_is_said_and_not_judged():
     assert [f.id for f in out if f.severity.value != "info"] == ["perf.sync_bound"]  # counts need no idle machine
     (busy,) = [f for f in out if f.id == "perf.machine_busy"]
     assert busy.severity.value == "info" and "set_num_threads" in busy.hint
+
+
+LIB = "/env/lib/python3.11/site-packages/transformers/models/encodec/modeling_encodec.py:153"
+
+
+def library_report(user, library, calls):
+    rep = report([0.05] * 8, [0.09] * 8, syncs=[u + v for u, v in zip(user, library)], calls=calls)
+    rep.library_syncs = list(library)
+    rep.library_sites = {LIB: 2 * library[0]}
+    rep.library_callers = {LIB: "train.py:17"}
+    return rep
+
+
+def loud(findings):
+    return [f for f in findings if f.id == "perf.sync_bound" and f.severity.value != "info"]
+
+
+def test_reads_inside_a_library_are_said_not_blamed_on_the_pipeline():
+    """HF's Encodec reads its paddings on the host: 75 per update, beside 1 of the pipeline's own."""
+    out = judge_performance(library_report(user=(1, 1), library=(75, 75), calls=(165, 165)))
+    assert loud(out) == []
+    (info,) = [f for f in out if f.id == "perf.sync_bound"]
+    assert info.severity.value == "info" and info.evidence["owner"] == "library"
+    assert LIB in info.hint and "called from train.py:17" in info.hint
+
+
+def test_the_pipelines_own_reads_are_judged_apart_from_the_librarys():
+    out = judge_performance(library_report(user=(65, 65), library=(75, 75), calls=(165, 165)))
+    (warn,) = loud(out)
+    assert warn.evidence["owner"] == "user" and warn.evidence["syncs_per_update"] == 65
+    assert "train.py:42" in warn.hint
+
+
+def test_a_library_read_in_every_module_call_is_a_warning():
+    out = judge_performance(library_report(user=(0, 0), library=(200, 200), calls=(165, 165)))
+    (warn,) = loud(out)
+    assert warn.evidence["owner"] == "library" and LIB in warn.hint

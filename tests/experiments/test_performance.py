@@ -156,3 +156,54 @@ def test_a_pipeline_without_a_loader_is_still_timed(toy):
     assert "pipeline.capability_missing" in ids and "perf.summary" in ids
     assert not [f for f in r.findings if f.severity.value != "info"]
     assert "waiting for the batch" not in r.metrics["performance.timeline"]["series"]
+
+
+LIBRARY_CODE = '''
+def pad_like_encodec(x, n):
+    """Reads a value on the host on every call, as HF's Encodec reads its paddings."""
+    total = 0.0
+    for _ in range(n):
+        total += float(x.abs().max())
+    return total
+'''
+
+
+@pytest.fixture
+def fake_library(tmp_path, monkeypatch):
+    """A module installed under a `site-packages` folder: third-party code the user cannot edit."""
+    root = tmp_path / "site-packages"
+    root.mkdir()
+    (root / "fakecodec.py").write_text(LIBRARY_CODE)
+    monkeypatch.syspath_prepend(str(root))
+    import importlib
+
+    return importlib.import_module("fakecodec")
+
+
+def _reads_in(reader, n=40):
+    class ReadsInStep(ReferencePipeline):
+        def step(self, model, batch, tap=lambda s, v, **m: v):
+            out = super().step(model, batch, tap)
+            reader(out.logits.detach(), n)  # line that calls into the reader
+            return out
+
+    return ReadsInStep(SMALL)
+
+
+def test_host_reads_inside_a_library_are_info_with_the_users_call(fake_library):
+    r = doctor(_reads_in(fake_library.pad_like_encodec), steps=3)
+    assert warnings_of(r) == [], [f.message for f in r.findings]
+    (info,) = [f for f in r.findings if f.id == "perf.sync_bound"]
+    assert info.severity.value == "info" and info.evidence["owner"] == "library"
+    assert info.evidence["library_syncs_per_update"] >= 40
+    assert "fakecodec.py" in info.hint and "test_performance.py" in info.hint  # the library line and the call
+
+
+def test_the_same_reads_in_the_users_own_code_are_a_warning():
+    def pad_like_encodec(x, n):  # the same code, written in the user's file
+        return sum(float(x.abs().max()) for _ in range(n))
+
+    r = doctor(_reads_in(pad_like_encodec), steps=3)
+    assert ("perf.sync_bound", "runtime") in warnings_of(r)
+    (f,) = [f for f in r.findings if f.id == "perf.sync_bound"]
+    assert f.evidence["owner"] == "user" and "test_performance.py" in f.hint

@@ -11,6 +11,9 @@ from .results import GradientReport, GraphBreak, ParamGrad, UpdateReport
 __all__ = ["judge_gradients", "judge_update"]
 
 CHECK = "checks.gradients"
+#: Above this share of the model (the codec and parameters that never run not counted) frozen is a
+#: warning: a judgement about intent (most of a model frozen is rarely meant), not a measurement.
+FROZEN_SHARE = 0.5
 
 
 def _modules(params: list[ParamGrad], limit: int = 6) -> list[str]:
@@ -35,25 +38,95 @@ def _break_finding(brk: GraphBreak, lost: list[ParamGrad], fallback_stage: str) 
                 op=brk.op, kind=brk.kind, location=brk.location, parameters=[q.name for q in lost][:20], values=n)
 
 
+def _root(modules: list[str]) -> str:
+    """The innermost module that contains all of these (dotted names); "" for the model itself."""
+    parts = [m.split(".") for m in modules if m]
+    if not parts:
+        return ""
+    common = []
+    for level in zip(*parts):
+        if len(set(level)) != 1:
+            break
+        common.append(level[0])
+    return ".".join(common)
+
+
+def _under(q: ParamGrad, module: str) -> bool:
+    return q.module == module or q.module.startswith(module + ".")
+
+
+def codec_parameters(r: GradientReport) -> tuple[list[ParamGrad], list[ParamGrad]]:
+    """(the frozen codec's parameters, other frozen parameters never used in the step), by observation.
+
+    The codec is what turns audio into tokens: frozen parameters whose modules ran in the step, and
+    only before the `tokens` tap. Its module is the innermost one holding all of them, widened while
+    the enclosing module (below the model itself) holds only frozen parameters none of which ran
+    after that tap: a decoder half that only runs at generation belongs to the codec too. No name
+    is read.
+    """
+    tokens = r.stage_order.get("tokens")
+    frozen = [q for q in r.params if not q.requires_grad]
+    if tokens is None:
+        return [], [q for q in frozen if not q.used]
+    codec = [q for q in frozen if q.used and 0 <= q.last_forward < tokens]
+    root = _root([q.module for q in codec])
+    while codec and "." in root:
+        parent = root.rsplit(".", 1)[0]
+        inside = [q for q in r.params if _under(q, parent)]
+        if any(q.requires_grad or (q.used and q.last_forward >= tokens) for q in inside):
+            break
+        root = parent
+    if codec and root:
+        taken = {id(q) for q in codec}
+        codec += [q for q in frozen if not q.used and _under(q, root) and id(q) not in taken]
+    taken = {id(q) for q in codec}
+    return codec, [q for q in frozen if not q.used and id(q) not in taken]
+
+
+def _frozen(r: GradientReport, frozen: list[ParamGrad]) -> list[Finding]:
+    """The codec frozen is the normal case (info); the share of the rest that is frozen is judged."""
+    if not frozen:
+        return []
+    codec, idle = codec_parameters(r)
+    out: list[Finding] = []
+    if codec:
+        n = sum(q.numel for q in codec)
+        out.append(make("optim.param_frozen", "info", "model",
+                        f"the codec ({len(codec)} tensors, {n:,} values in {', '.join(_modules(codec, 3))}) is frozen, "
+                        "as usual: its parameters run only while the audio becomes tokens (before the `tokens` tap)"
+                        + (f"; {sum(q.numel for q in idle):,} other frozen values ({', '.join(_modules(idle, 2))}…) "
+                           "never run in the step" if idle else ""),
+                        CHECK, hint="nothing to do: the codec only makes the targets", role="codec", values=n,
+                        modules=_modules(codec, 20)))
+    skip = {id(q) for q in codec} | {id(q) for q in idle}
+    rest = [q for q in r.params if id(q) not in skip]
+    rest_frozen = [q for q in rest if not q.requires_grad]
+    if not rest_frozen:
+        return out
+    share = sum(q.numel for q in rest_frozen) / (sum(q.numel for q in rest) or 1)
+    sev = "warning" if share > FROZEN_SHARE else "info"
+    note = (f"; the codec and {sum(q.numel for q in idle):,} frozen values that never run in the step are not counted"
+            if codec or idle else "")
+    out.append(make("optim.param_frozen", sev, "model",
+                    f"{100 * share:.0f}% of the model's parameter values are frozen ({len(rest_frozen)} tensors in "
+                    f"{', '.join(_modules(rest_frozen))}){note}", CHECK,
+                    hint="intended for a frozen text encoder; otherwise remove the requires_grad_(False)",
+                    share=share, modules=_modules(rest_frozen, 20), codec_values=sum(q.numel for q in codec),
+                    idle_values=sum(q.numel for q in idle)))
+    return out
+
+
 def judge_gradients(r: GradientReport, prior: list[Finding] | None = None) -> list[Finding]:
     """`prior`: findings already made; an empty loss mask explains zero gradients downstream."""
     empty_mask = any(f.id == "mask.empty" and f.severity.value == "error" for f in prior or [])
     out: list[Finding] = []
     trainable = [q for q in r.params if q.requires_grad]
     frozen = [q for q in r.params if not q.requires_grad]
-    total = sum(q.numel for q in r.params) or 1
     if not trainable:
         return [make("optim.param_frozen", "error", "model", f"all {len(r.params)} parameters have requires_grad=False",
                      CHECK, hint="nothing can learn: find where requires_grad_(False) or a freeze helper is applied",
                      parameters=len(r.params))]
-    frozen_share = sum(q.numel for q in frozen) / total
-    if frozen:
-        sev = "warning" if frozen_share > 0.5 else "info"
-        out.append(make("optim.param_frozen", sev, "model",
-                        f"{100 * frozen_share:.0f}% of parameter values are frozen ({len(frozen)} tensors in "
-                        f"{', '.join(_modules(frozen))})", CHECK,
-                        hint="intended for a frozen text encoder; otherwise remove the requires_grad_(False)",
-                        share=frozen_share, modules=_modules(frozen, 20)))
+    out += _frozen(r, frozen)
     missing_opt = [q for q in trainable if not q.in_optimizer]
     if missing_opt:
         out.append(make("optim.param_not_in_optimizer", "error", "optimizer",
@@ -62,12 +135,17 @@ def judge_gradients(r: GradientReport, prior: list[Finding] | None = None) -> li
                         hint="build the optimizer from model.parameters() after the model is final (moved, replaced, "
                              "wrapped); check every parameter group", parameters=[q.name for q in missing_opt][:20]))
     if not r.loss_requires_grad:
-        if r.loss_is_tensor and r.stage_requires_grad.get("loss") and r.breaks == []:
-            return out + [make("loss.independent_of_output", "error", "loss",
-                               "the loss requires grad but has no autograd history: it was made a leaf by hand "
-                               "(requires_grad_()) instead of being computed from the model's outputs", CHECK,
-                               hint="a requires_grad_() or torch.tensor(loss_value, requires_grad=True) hides that the "
-                                    "loss is not computed from the logits; find which tensor the loss is built from")]
+        if r.loss_is_tensor and r.stage_requires_grad.get("loss"):
+            # A leaf that requires grad was made so by hand: whatever cut the graph (a logged break
+            # says where), the requires_grad_() is what hides it.
+            leaf = make("loss.independent_of_output", "error", "loss",
+                        "the loss requires grad but has no autograd history: it was made a leaf by hand "
+                        "(requires_grad_()) instead of being computed from the model's outputs"
+                        + (f"; the graph was lost at {r.breaks[0].location}" if r.breaks else ""), CHECK,
+                        hint="a requires_grad_() or torch.tensor(loss_value, requires_grad=True) hides that the "
+                             "loss is not computed from the logits; find which tensor the loss is built from")
+            cut = [_break_finding(r.breaks[0], trainable, "loss")] if r.breaks else []
+            return out + [leaf] + cut
         # The first model stage that lost its graph is where the cut shows; a logged break names the op.
         graph = [n for n, g in r.stage_requires_grad.items() if g]
         lost = next((n for n in ("condition.embedding", "logits", "loss") if r.stage_requires_grad.get(n) is False), "loss")
@@ -84,11 +162,13 @@ def judge_gradients(r: GradientReport, prior: list[Finding] | None = None) -> li
     if r.loss_depends_on_logits is False and empty_mask:
         pass  # an empty loss mask zeroes every gradient; mask.empty already says so
     elif r.loss_depends_on_logits is False:
+        what = {"graph": " (nor to the op that produced them, whichever view of them the loss took)",
+                "detached": " (nor to the module output the returned, detached logits were copied from)"}
         out.append(make("loss.independent_of_output", "error", "loss",
-                        "the loss has a graph but its gradient with respect to the logits is zero or absent: the "
-                        "model's output does not influence the loss", CHECK,
+                        "the loss has a graph but no non-zero gradient reaches the logits"
+                        f"{what.get(r.depends_via or '', '')}: the model's output does not influence the loss", CHECK,
                         hint="check which tensor goes into the loss (targets twice, a one-hot, a detached copy, a "
-                             "requires_grad_() added to silence an error)"))
+                             "requires_grad_() added to silence an error)", via=r.depends_via))
     missing = [q for q in trainable if q.grad == "none"]
     if missing:
         unused = [q for q in missing if not q.used]

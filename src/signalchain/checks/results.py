@@ -22,6 +22,8 @@ class ParamGrad:
     grad: str  # "ok", "none" (never received one) or "zero" (all exactly zero)
     grad_norm: float = 0.0
     last_forward: int = -1  # event counter when its module last finished a forward
+    first_forward: int = -1  # event counter when its module first finished a forward
+    grad_enabled: bool | None = None  # any forward of its module ran with grad enabled (None: never ran)
 
 
 @dataclass
@@ -44,6 +46,11 @@ class GradientReport:
     breaks: list[GraphBreak]
     stage_requires_grad: dict[str, bool]
     stages: list[str]
+    stage_order: dict[str, int] = field(default_factory=dict)  # stage -> event counter of its first tap
+    # How the loss-on-output question was answered: "logits" (gradient w.r.t. the returned logits),
+    # "graph" (the gradient reached the op that produced them, through views the loss shares),
+    # "detached" (the returned logits are a detached copy; found through a module output), or None.
+    depends_via: str | None = None
 
 
 @dataclass

@@ -30,3 +30,8 @@ class PerfReport:
     module_calls: list[int] = field(default_factory=list)  # module forward calls, per counted update
     sync_ops: dict[str, int] = field(default_factory=dict)  # op -> count, over the counted updates
     sync_sites: dict[str, int] = field(default_factory=dict)  # user file:line -> count, most first
+    # Of `syncs`, the reads placed inside third-party code (site-packages, the standard library),
+    # per counted update; their lines, and the user's line that called into each ([] / {}: unknown).
+    library_syncs: list[int] = field(default_factory=list)
+    library_sites: dict[str, int] = field(default_factory=dict)
+    library_callers: dict[str, str] = field(default_factory=dict)

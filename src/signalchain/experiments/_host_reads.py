@@ -13,11 +13,19 @@ What counts depends on where the model lives:
 - parameters on the CPU (no device to wait for): every read, as the same code would sync on a GPU,
   except inside `optimizer.step()`, where torch keeps its step counters as host scalars on purpose
   (they are CPU tensors on a GPU run too, so reading them costs nothing there).
+
+Each read is placed at the innermost frame that is neither torch nor signalchain's machinery, and
+that frame's owner is kept: the user's own code, or a third-party library (a file under
+site-packages/dist-packages or the standard library). A library read also keeps the user's line
+that called into the library, when there is one: that line is what the user can change.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
+import sysconfig
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -26,7 +34,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ._frames import user_location
+from ._frames import OWN_DIR, TORCH_DIR, is_ours
 
 __all__ = ["HostReads"]
 
@@ -37,7 +45,46 @@ _DATA_DEPENDENT = {_aten.nonzero.default, _aten.masked_select.default, _aten._un
 _MASK_INDEX = {_aten.index.Tensor, _aten.index_put.default, _aten.index_put_.default}
 _COPIES = {_aten._to_copy.default, _aten.copy_.default}
 _PY_READS = {"tolist", "numpy", "__array__"}
-_MAX_SITES = 4096  # stop looking up source lines past this many reads (the counts go on)
+_MAX_SITES = 4096  # stop looking up source lines past this many reads (the counts go on, as the user's)
+_STDLIB_DIRS = tuple({os.path.abspath(p) + os.sep for k in ("stdlib", "platstdlib")
+                      if (p := sysconfig.get_paths().get(k))})
+_REFERENCE_DIR = os.path.join(OWN_DIR, "reference") + os.sep
+# An integration *is* the user's pipeline as signalchain sees it (its methods are what a user
+# overrides): its lines are the pipeline's code, not machinery, and not a library's.
+_INTEGRATIONS_DIR = os.path.join(OWN_DIR, "integrations") + os.sep
+
+
+def is_library(path: str) -> bool:
+    """A third-party or standard-library file: what the user runs but does not edit. (A user's own
+    package installed without `-e` lives in site-packages too, and counts as a library.)"""
+    path = os.path.abspath(path)
+    if path.startswith(_REFERENCE_DIR):
+        return False  # the bundled reference pipeline is user code wherever signalchain is installed
+    parts = path.split(os.sep)
+    return "site-packages" in parts or "dist-packages" in parts or path.startswith(_STDLIB_DIRS) or "<frozen" in path
+
+
+def read_site(depth: int = 2) -> tuple[str, bool, str | None]:
+    """(file:line of the read, whether that line is library code, the user's line that called into
+    the library or None), from the innermost frame that is neither torch nor signalchain machinery
+    (an integration's frame is the pipeline's code)."""
+    frame = sys._getframe(depth)
+    site: str | None = None
+    library = False
+    while frame is not None:
+        path = os.path.abspath(frame.f_code.co_filename)
+        pipeline_code = path.startswith(_INTEGRATIONS_DIR)
+        if pipeline_code or (not path.startswith(TORCH_DIR) and not is_ours(path) and "<frozen" not in path):
+            where = f"{path}:{frame.f_lineno}"
+            lib = not pipeline_code and is_library(path)
+            if site is None:
+                site, library = where, lib
+                if not lib:
+                    return site, False, None
+            elif not lib:
+                return site, True, where
+        frame = frame.f_back
+    return site or "?", library, None
 
 
 def _on_device(t: Any) -> bool:
@@ -81,8 +128,11 @@ class HostReads:
         self.accelerator = accelerator
         self.in_optimizer = False
         self.count = 0
+        self.library = 0  # reads placed inside third-party code
         self.ops: Counter[str] = Counter()
-        self.sites: Counter[str] = Counter()
+        self.sites: Counter[str] = Counter()  # the user's own lines
+        self.library_sites: Counter[str] = Counter()
+        self.callers: dict[str, str] = {}  # library line -> the user's line that reached it
         self._seen = 0
 
     def classify(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
@@ -110,8 +160,16 @@ class HostReads:
         self.count += 1
         self.ops[op] += 1
         self._seen += 1
-        if self._seen <= _MAX_SITES:
-            self.sites[user_location()] += 1
+        if self._seen > _MAX_SITES:
+            return
+        site, library, caller = read_site()
+        if library:
+            self.library += 1
+            self.library_sites[site] += 1
+            if caller is not None:
+                self.callers.setdefault(site, caller)
+        else:
+            self.sites[site] += 1
 
     @contextlib.contextmanager
     def watch(self, optimizer: torch.optim.Optimizer | None) -> Iterator[None]:

@@ -1,8 +1,17 @@
 """Gradient reach: one backward on the golden batch, and where the gradient stops if it does.
 
-Measures, per parameter: trainable or frozen, in an optimizer group or not, used in the forward,
-gradient present / all zero / absent; whether the loss has a graph and depends on the logits; and
-every graph break (detach, integer cast, no_grad, numpy round trip) with its file:line and stage.
+Measures, per parameter: trainable or frozen, in an optimizer group or not, used in the forward
+(when, relative to the taps, and whether with grad enabled), gradient present / all zero / absent;
+whether the loss has a graph and depends on the model's output; and every graph break (detach,
+integer cast, no_grad, numpy round trip) with its file:line and stage.
+
+"Depends on the output" is asked of the graph, not of one tensor: a model may compute its loss from
+its logits before reshaping them and return the reshaped view (HF's `MusicgenForCausalLM`: the loss
+from `[B, K, T, V]`, the logits returned as `[B*K, T, V]`), so the returned logits are a sibling of
+the loss's input, not its ancestor. The logits are followed back through view-like ops (reshape,
+transpose, slice, contiguous…) to the op that produced them; the loss depends on the output when
+its backward delivers a non-zero gradient to that op. Logits returned detached are traced to the
+module output they share storage with.
 """
 
 from __future__ import annotations
@@ -25,6 +34,49 @@ def _module_of(name: str) -> str:
     return name.rsplit(".", 1)[0] if "." in name else ""
 
 
+#: Autograd nodes that only re-view, copy or cast their one input: they produce no new values.
+_VIEWS = {"View", "ReshapeAlias", "UnsafeView", "Transpose", "Permute", "Expand", "Slice", "Select",
+          "Clone", "ToCopy", "Alias", "Squeeze", "Unsqueeze", "AsStrided", "T", "Unflatten", "Contiguous",
+          "Narrow", "Unfold", "Split", "SplitWithSizes", "Unbind", "Chunk"}
+
+
+def _kind(node: Any) -> str:
+    return node.name().rstrip("0123456789").removesuffix("Backward")
+
+
+def _producer(node: Any) -> Any:
+    """The first node below `node` that is not a view or copy: the op whose values the logits are."""
+    while node is not None and _kind(node) in _VIEWS:
+        nexts = [n for n, _ in node.next_functions if n is not None]
+        if len(nexts) != 1:
+            break
+        node = nexts[0]
+    return node
+
+
+def _storage(t: torch.Tensor) -> int | None:
+    try:
+        return t.untyped_storage().data_ptr()
+    except Exception:  # a tensor subclass without storage
+        return None
+
+
+def _outputs(obj: Any) -> list[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        return [t for o in obj for t in _outputs(o)]
+    if isinstance(obj, dict):
+        return [t for o in obj.values() for t in _outputs(o)]
+    return []
+
+
+def _direct(loss: torch.Tensor, logits: torch.Tensor) -> bool:
+    """The gradient of the loss with respect to the returned logits is non-zero."""
+    (g,) = torch.autograd.grad(loss, logits, retain_graph=True, allow_unused=True)
+    return g is not None and bool(torch.isfinite(g).any()) and float(g.abs().max()) > 0
+
+
 def measure_gradients(ctx: Context) -> GradientReport:
     p = ctx.pipeline
     model = ctx.fresh_model()
@@ -32,14 +84,25 @@ def measure_gradients(ctx: Context) -> GradientReport:
     in_opt = {id(q) for g in optimizer.param_groups for q in g["params"]}
     watch = GraphWatch()
     last_forward: dict[str, int] = {}
+    first_forward: dict[str, int] = {}
+    grad_enabled: dict[str, bool] = {}
+    produced: dict[int, Any] = {}  # storage of a module output -> its autograd node (latest)
+    stage_order: dict[str, int] = {}
     names = {m: n for n, m in model.named_modules()}
 
     def hook(module: torch.nn.Module, inputs: Any, output: Any) -> None:
-        last_forward[names.get(module, "?")] = watch.tick()
+        name = names.get(module, "?")
+        last_forward[name] = tick = watch.tick()
+        first_forward.setdefault(name, tick)
+        grad_enabled[name] = grad_enabled.get(name, False) or torch.is_grad_enabled()
+        for t in _outputs(output):
+            if t.grad_fn is not None and (ptr := _storage(t)) is not None:
+                produced[ptr] = t.grad_fn
 
     handles = [m.register_forward_hook(hook) for m in model.modules()]
 
     def watched_tap(stage: str, value: Any, /, **meta: Any) -> Any:
+        stage_order.setdefault(stage, watch.tick())
         watch.on_tap(stage, value)
         watch.paused = True  # recording copies the value to numpy: that is ours, not a break
         try:
@@ -59,13 +122,38 @@ def measure_gradients(ctx: Context) -> GradientReport:
     is_tensor = isinstance(loss, torch.Tensor)
     requires = bool(is_tensor and loss.requires_grad and loss.grad_fn is not None)
     depends: bool | None = None
-    if requires and isinstance(out.logits, torch.Tensor) and out.logits.requires_grad:
-        (g,) = torch.autograd.grad(loss, out.logits, retain_graph=True, allow_unused=True)
-        depends = g is not None and bool(torch.isfinite(g).any()) and float(g.abs().max()) > 0
-    elif requires and isinstance(out.logits, torch.Tensor):
-        depends = False
-    if requires:
-        loss.backward()
+    via: str | None = None
+    logits = out.logits if isinstance(out.logits, torch.Tensor) else None
+    anchor = None
+    if requires and logits is not None:
+        if logits.requires_grad and _direct(loss, logits):
+            depends, via = True, "logits"
+        elif logits.grad_fn is not None:
+            anchor, via = logits.grad_fn, "graph"
+        elif (ptr := _storage(logits)) is not None and ptr in produced:
+            anchor, via = produced[ptr], "detached"
+        else:
+            depends = False if logits.requires_grad else None  # a leaf, or values of unknown origin
+    reached: list[float] = []
+    handle = None
+    if anchor is not None:
+        source = _producer(anchor)
+
+        def arrived(grad_outputs: tuple[Any, ...]) -> None:
+            for g in grad_outputs:
+                if isinstance(g, torch.Tensor):
+                    finite = g[torch.isfinite(g)]
+                    reached.append(float(finite.abs().max()) if finite.numel() else float("inf"))
+
+        handle = source.register_prehook(arrived)
+    try:
+        if requires:
+            loss.backward()
+    finally:
+        if handle is not None:
+            handle.remove()
+    if anchor is not None:
+        depends = bool(reached) and max(reached) > 0
     params = []
     for name, q in model.named_parameters():
         module = _module_of(name)
@@ -78,7 +166,9 @@ def measure_gradients(ctx: Context) -> GradientReport:
         params.append(ParamGrad(name=name, module=module, numel=q.numel(), requires_grad=q.requires_grad,
                                 in_optimizer=id(q) in in_opt, used=module in last_forward or module == "",
                                 grad=state, grad_norm=float(q.grad.norm()) if q.grad is not None else 0.0,
-                                last_forward=last_forward.get(module, -1)))
+                                last_forward=last_forward.get(module, -1), first_forward=first_forward.get(module, -1),
+                                grad_enabled=grad_enabled.get(module)))
     stage_grad = {r.name: bool(r.meta["requires_grad"]) for r in trace if "requires_grad" in r.meta}
     return GradientReport(loss_is_tensor=is_tensor, loss_requires_grad=requires, loss_depends_on_logits=depends,
-                          params=params, breaks=watch.breaks, stage_requires_grad=stage_grad, stages=trace.names())
+                          params=params, breaks=watch.breaks, stage_requires_grad=stage_grad, stages=trace.names(),
+                          stage_order=stage_order, depends_via=via)

@@ -14,7 +14,7 @@ Two measurements, each on a freshly built model and optimizer, through the pipel
    takes out.
 2. *Host reads*: `budget.perf_sync_steps` updates on the golden batch under `HostReads`, which
    counts the ops that make the host wait for a tensor's value, the module calls per update, and
-   the user's file:line of each read. This run is separate because watching every op slows it.
+   the file:line of each read, the user's own apart from those inside third-party libraries. This run is separate because watching every op slows it.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 import gc
 import os
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -32,7 +33,7 @@ from ._host_reads import HostReads
 from ._train import update_step
 from .context import Context
 
-__all__ = ["measure_performance", "time_updates", "count_host_reads"]
+__all__ = ["measure_performance", "time_updates", "count_host_reads", "host_read_counts", "HostReadCounts"]
 
 
 def _device(model: torch.nn.Module) -> torch.device:
@@ -104,8 +105,20 @@ def time_updates(ctx: Context, steps: int) -> PerfReport:
     return rep
 
 
-def count_host_reads(ctx: Context, steps: int) -> tuple[list[int], list[int], dict[str, int], dict[str, int]]:
-    """(reads per update, module calls per update, reads per op, reads per user file:line)."""
+@dataclass
+class HostReadCounts:
+    """Host reads in a few updates: all of them and those inside third-party code, per update."""
+
+    reads: list[int] = field(default_factory=list)
+    library: list[int] = field(default_factory=list)
+    calls: list[int] = field(default_factory=list)  # module forward calls per update
+    ops: dict[str, int] = field(default_factory=dict)
+    sites: dict[str, int] = field(default_factory=dict)  # the user's lines
+    library_sites: dict[str, int] = field(default_factory=dict)
+    callers: dict[str, str] = field(default_factory=dict)  # library line -> the user's line into it
+
+
+def host_read_counts(ctx: Context, steps: int) -> HostReadCounts:
     p = ctx.pipeline
     model = ctx.fresh_model()
     optimizer = p.build_optimizer(model)
@@ -118,24 +131,38 @@ def count_host_reads(ctx: Context, steps: int) -> tuple[list[int], list[int], di
         calls[0] += 1
 
     hooks = [m.register_forward_hook(called) for m in model.modules()]
-    per_update: list[int] = []
-    per_calls: list[int] = []
+    out = HostReadCounts()
     try:
         for _ in range(steps):
-            before, calls[0] = reads.count, 0
+            before, lib_before, calls[0] = reads.count, reads.library, 0
             with reads.watch(optimizer):
                 update_step(p, model, optimizer, batch)
                 _sync(device)
-            per_update.append(reads.count - before)
-            per_calls.append(calls[0])
+            out.reads.append(reads.count - before)
+            out.library.append(reads.library - lib_before)
+            out.calls.append(calls[0])
     finally:
         for h in hooks:
             h.remove()
-    return per_update, per_calls, dict(reads.ops.most_common()), dict(reads.sites.most_common(20))
+    out.ops = dict(reads.ops.most_common())
+    out.sites = dict(reads.sites.most_common(20))
+    out.library_sites = dict(reads.library_sites.most_common(20))
+    out.callers = {k: reads.callers[k] for k in out.library_sites if k in reads.callers}
+    return out
+
+
+def count_host_reads(ctx: Context, steps: int) -> tuple[list[int], list[int], dict[str, int], dict[str, int]]:
+    """(reads per update, module calls per update, reads per op, reads per file:line, the user's and
+    the libraries' together)."""
+    c = host_read_counts(ctx, steps)
+    sites = dict(sorted({**c.sites, **c.library_sites}.items(), key=lambda kv: -kv[1])[:20])
+    return c.reads, c.calls, c.ops, sites
 
 
 def measure_performance(ctx: Context) -> PerfReport:
     rep = time_updates(ctx, ctx.budget.perf_steps)
     if ctx.budget.perf_sync_steps > 0:
-        rep.syncs, rep.module_calls, rep.sync_ops, rep.sync_sites = count_host_reads(ctx, ctx.budget.perf_sync_steps)
+        c = host_read_counts(ctx, ctx.budget.perf_sync_steps)
+        rep.syncs, rep.module_calls, rep.sync_ops, rep.sync_sites = c.reads, c.calls, c.ops, c.sites
+        rep.library_syncs, rep.library_sites, rep.library_callers = c.library, c.library_sites, c.callers
     return rep

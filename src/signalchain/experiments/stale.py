@@ -10,10 +10,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._tensor import to_numpy
 from ..audio.features import log_mel, spectral_similarity
 from ..pipeline import as_step_output, capabilities
 from ..stats import as_batch_audio
 from ..trace import record, tap
+from ._outputs import call_decode, decode_takes_model
 from ._seed import seed_everything
 from .context import Context
 
@@ -54,7 +56,21 @@ def measure_loader(ctx: Context, model: torch.nn.Module) -> dict[str, Any]:
             "examples": examples,
         })
     revisits = [v for v in seen.values() if len(v) > 1]
-    return {"batches": batches, "revisits": revisits}
+    return {"batches": batches, "revisits": revisits, "train_size": _train_size(p)}
+
+
+def _train_size(p: Any) -> int | None:
+    """How many examples the training split lists (None without `splits()` or a training split)."""
+    if "splits" not in capabilities(p):
+        return None
+    try:
+        splits = {str(k): v for k, v in p.splits().items()}
+        train = splits.get("train")
+        if train is None and splits:
+            train = max(splits.values(), key=len)
+        return None if train is None else len(train)
+    except Exception:  # a splits() that fails is the splits family's finding, not this one's
+        return None
 
 
 def measure_predictions(ctx: Context, model: torch.nn.Module) -> dict[str, Any]:
@@ -73,7 +89,12 @@ def measure_predictions(ctx: Context, model: torch.nn.Module) -> dict[str, Any]:
 
 
 def measure_token_audio(ctx: Context) -> dict[str, Any] | None:
-    """How well decoded tokens match the audio they were made from, and under codebook permutations."""
+    """How well decoded tokens match the audio they were made from, against how well they match the
+    other examples' audio (the chance level of this codec), in the given codebook order and reordered.
+
+    `sims[i][j]` is the spectral similarity of decoded example i to the audio of example j: the
+    diagonal is each example's own pairing, the rest is what a wrong pairing scores with this codec.
+    """
     p = ctx.pipeline
     trace = ctx.golden().trace
     if "decode" not in capabilities(p) or "tokens" not in trace or "audio.cropped" not in trace:
@@ -93,24 +114,23 @@ def measure_token_audio(ctx: Context) -> dict[str, Any] | None:
     if len(keep) < 2:
         return None
     refs = [log_mel(audio[i, :, : lengths[i]], sr_in) for i in keep]
+    model = ctx.fresh_model() if decode_takes_model(p) else None  # decode(tokens, model) needs its codec
 
     def score(codes: np.ndarray) -> np.ndarray:
-        decoded = as_batch_audio(np.asarray(p.decode(torch.from_numpy(codes)), dtype=np.float32))
+        decoded = as_batch_audio(np.asarray(to_numpy(call_decode(p, torch.from_numpy(codes), model)), dtype=np.float32))
         mels = [log_mel(decoded[i, :, : lengths[i]], sr_out) for i in keep]
         return np.array([[spectral_similarity(m, r) for r in refs] for m in mels])  # [decoded, audio]
 
     sims = score(tokens)
     k = tokens.shape[1]
-    perms = list(itertools.permutations(range(k))) if k <= 4 else [tuple(range(k))[::-1]]
-    perm_scores = {}
-    for perm in perms:
-        if perm == tuple(range(k)):
-            perm_scores[perm] = float(np.diag(sims).mean())
-            continue
-        perm_scores[perm] = float(np.diag(score(tokens[:, list(perm)])).mean())
+    identity = tuple(range(k))
+    perms = list(itertools.permutations(range(k))) if k <= 4 else [identity[::-1]]
+    perm_sims = {identity: sims} | {q: score(tokens[:, list(q)]) for q in perms if q != identity}
+    perm_scores = {q: float(np.diag(v).mean()) for q, v in perm_sims.items()}
     best = max(perm_scores, key=perm_scores.__getitem__)
-    off = sims[~np.eye(len(keep), dtype=bool)] if len(keep) > 1 else np.array([0.0])
-    return {"own": np.diag(sims).tolist(), "others_mean": float(off.mean()),
-            "own_beaten": int(sum(sims[i, i] <= np.delete(sims[i], i).max() for i in range(len(keep)) if len(keep) > 1)),
-            "examples": keep, "identity": perm_scores[tuple(range(k))], "best_perm": list(best),
-            "best_perm_score": perm_scores[best]}
+    off = sims[~np.eye(len(keep), dtype=bool)]
+    return {"own": np.diag(sims).tolist(), "others_mean": float(off.mean()), "sims": sims.tolist(),
+            "own_beaten": int(sum(sims[i, i] <= np.delete(sims[i], i).max() for i in range(len(keep)))),
+            "examples": keep, "identity": perm_scores[identity], "best_perm": list(best),
+            "best_perm_score": perm_scores[best], "best_perm_own": np.diag(perm_sims[best]).tolist(),
+            "best_perm_sims": perm_sims[best].tolist()}
