@@ -158,3 +158,16 @@ def test_a_datasets_dataset_and_a_model_config_make_a_pipeline() -> None:
     with torch.no_grad():
         out = p.step(p.build_model(0), p.golden_batch(0))
     assert torch.isfinite(out.loss)
+
+
+def test_a_codec_left_trainable_is_codec_trained_and_a_frozen_one_is_not(bed: HFBedPipeline) -> None:
+    from signalchain.checks.gradients import judge_gradients
+    from signalchain.experiments.context import Context
+    from signalchain.experiments.gradients import measure_gradients
+    from signalchain.pipeline import ProtocolView
+
+    def ids(p):
+        return {(f.id, f.severity.value) for f in judge_gradients(measure_gradients(Context(ProtocolView(p))))}
+
+    assert ("codec.trained", "error") in ids(bed.with_faults(["codec_unfrozen_ddp_hack"]))
+    assert not {i for i, _ in ids(bed)} & {"codec.trained", "grad.zero"}

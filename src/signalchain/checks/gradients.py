@@ -83,6 +83,28 @@ def codec_parameters(r: GradientReport) -> tuple[list[ParamGrad], list[ParamGrad
     return codec, [q for q in frozen if not q.used and id(q) not in taken]
 
 
+def _codec_trained(r: GradientReport) -> list[Finding]:
+    """Trainable parameters that run only while the audio becomes tokens (before the `tokens` tap)
+    and get no gradient from the loss: a codec left trainable. In an optimizer, weight decay or
+    momentum still moves them, so the tokens (the targets) drift under the model."""
+    tokens = r.stage_order.get("tokens")
+    if tokens is None:
+        return []
+    codec = [q for q in r.params if q.requires_grad and q.used and 0 <= q.last_forward < tokens and q.grad != "ok"]
+    if not codec:
+        return []
+    stepped = [q for q in codec if q.in_optimizer]
+    n = sum(q.numel for q in codec)
+    return [make("codec.trained", "error" if stepped else "warning", "model",
+                 f"{len(codec)} trainable parameters ({n:,} values in {', '.join(_modules(codec, 3))}) run only while "
+                 f"the audio becomes tokens and get no gradient from the loss"
+                 + (f"; {len(stepped)} of them are in the optimizer, so weight decay and momentum move them and the "
+                    "targets drift" if stepped else ""), CHECK,
+                 hint="freeze the codec (model.freeze_audio_encoder(), requires_grad_(False)) and keep it out of the "
+                      "optimizer: it only makes the labels", parameters=[q.name for q in codec][:20],
+                 in_optimizer=len(stepped))]
+
+
 def _frozen(r: GradientReport, frozen: list[ParamGrad]) -> list[Finding]:
     """The codec frozen is the normal case (info); the share of the rest that is frozen is judged."""
     if not frozen:
@@ -126,7 +148,7 @@ def judge_gradients(r: GradientReport, prior: list[Finding] | None = None) -> li
         return [make("optim.param_frozen", "error", "model", f"all {len(r.params)} parameters have requires_grad=False",
                      CHECK, hint="nothing can learn: find where requires_grad_(False) or a freeze helper is applied",
                      parameters=len(r.params))]
-    out += _frozen(r, frozen)
+    out += _frozen(r, frozen) + _codec_trained(r)
     missing_opt = [q for q in trainable if not q.in_optimizer]
     if missing_opt:
         out.append(make("optim.param_not_in_optimizer", "error", "optimizer",
