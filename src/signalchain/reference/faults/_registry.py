@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..model import MusicLM
     from ..pipeline import ReferencePipeline
 
-__all__ = ["Fault", "CATALOGUE", "FAMILIES", "fault", "apply_faults", "get_fault", "catalogue", "patch_model"]
+__all__ = ["Fault", "CATALOGUE", "FAMILIES", "fault", "fault_decorator", "lookup", "apply_faults", "get_fault",
+           "catalogue", "patch_model"]
 
 FAMILIES = ("flat_loss", "learning_rate", "nonfinite", "precision", "repetition_training",
             "repetition_generation", "conditioning", "silence", "splits", "performance", "step_boundaries")
@@ -44,27 +44,40 @@ class Fault:
 CATALOGUE: dict[str, Fault] = {}
 
 
-def fault(name: str, family: str, cause: str, section: str, ids: Sequence[str], stage: str,
-          symptom: str | None = None) -> Callable[[Callable[[ReferencePipeline], None]], Callable[[ReferencePipeline], None]]:
-    """Register the decorated function as the injector of fault `name`."""
-    if family not in FAMILIES:
-        raise ValueError(f"fault {name!r}: unknown family {family!r}; allowed: {', '.join(FAMILIES)}")
+def fault_decorator(table: dict[str, Fault]) -> Callable[..., Callable[[Callable[[Any], None]], Callable[[Any], None]]]:
+    """A `@fault(...)` decorator that registers into `table` (each bed keeps its own catalogue)."""
 
-    def deco(fn: Callable[[ReferencePipeline], None]) -> Callable[[ReferencePipeline], None]:
-        if name in CATALOGUE:
-            raise ValueError(f"fault {name!r} is registered twice")
-        CATALOGUE[name] = Fault(name, family, cause, section, tuple(ids), stage, fn, symptom)
-        return fn
+    def fault(name: str, family: str, cause: str, section: str, ids: Sequence[str], stage: str,
+              symptom: str | None = None) -> Callable[[Callable[[Any], None]], Callable[[Any], None]]:
+        """Register the decorated function as the injector of fault `name`."""
+        if family not in FAMILIES:
+            raise ValueError(f"fault {name!r}: unknown family {family!r}; allowed: {', '.join(FAMILIES)}")
 
-    return deco
+        def deco(fn: Callable[[Any], None]) -> Callable[[Any], None]:
+            if name in table:
+                raise ValueError(f"fault {name!r} is registered twice")
+            table[name] = Fault(name, family, cause, section, tuple(ids), stage, fn, symptom)
+            return fn
+
+        return deco
+
+    return fault
+
+
+def lookup(table: dict[str, Fault], name: str) -> Fault:
+    """The fault `name` of `table`, or a ValueError naming the closest ones."""
+    if name not in table:
+        close = difflib.get_close_matches(name, table, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; `signalchain faults --list` lists them"
+        raise ValueError(f"unknown fault {name!r}{hint}")
+    return table[name]
+
+
+fault = fault_decorator(CATALOGUE)
 
 
 def get_fault(name: str) -> Fault:
-    if name not in CATALOGUE:
-        close = difflib.get_close_matches(name, CATALOGUE, n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else "; `signalchain faults --list` lists them"
-        raise ValueError(f"unknown fault {name!r}{hint}")
-    return CATALOGUE[name]
+    return lookup(CATALOGUE, name)
 
 
 def apply_faults(pipeline: ReferencePipeline, names: Sequence[str]) -> None:
@@ -79,12 +92,12 @@ def catalogue(family: str | None = None) -> list[Fault]:
     return [f for f in CATALOGUE.values() if family is None or f.family == family]
 
 
-def patch_model(p: ReferencePipeline, edit: Callable[[MusicLM], None]) -> None:
+def patch_model(p: Any, edit: Callable[[Any], None]) -> None:
     """Make every model `p` builds go through `edit(model)` first: most model bugs live in the code
     that builds or wraps the model (a detach, a frozen module, an eps of 0), not in the class."""
     build = p.build_model
 
-    def build_model(seed: int) -> MusicLM:
+    def build_model(seed: int) -> Any:
         model = build(seed)
         edit(model)
         return model
