@@ -73,7 +73,10 @@ def test_a_reordering_that_wins_by_noise_on_a_poor_codec_is_not_a_codebook_order
 
 def test_repeats_are_judged_against_what_the_split_can_show():
     batches = [{"batch": str(i), "examples": [f"e{(4 * i + j) % 10}" for j in range(4)]} for i in range(8)]
-    assert judge_loader({"batches": batches, "revisits": [], "train_size": 10}) == []  # 10 clips, 32 draws
+    # 10 clips in 32 draws: a small set seen epoch after epoch repeats most draws, whatever the split lists
+    assert ids(judge_loader({"batches": batches, "revisits": [], "train_size": 10})) == [("loader.repeats", "warning")]
+    fresh = [{"batch": str(i), "examples": [f"e{4 * i + j}" for j in range(4)]} for i in range(8)]
+    assert judge_loader({"batches": fresh, "revisits": [], "train_size": 100}) == []
     f = judge_loader({"batches": batches, "revisits": []})  # size unknown: 10 distinct in 32 draws
     assert ids(f) == [("loader.repeats", "warning")]
     cycling = [{"batch": str(i), "examples": [f"e{(4 * i + j) % 3}" for j in range(4)]} for i in range(8)]

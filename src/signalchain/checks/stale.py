@@ -47,8 +47,10 @@ def judge_loader(m: dict[str, Any]) -> list[Finding]:
         size = m.get("train_size")
         capacity = min(len(examples), size) if size else len(examples)
         distinct = len(set(examples))
-        if distinct < REPEAT_SHARE * capacity:
-            share = 1 - distinct / len(examples)
+        share = 1 - distinct / len(examples)
+        # The loader shows far fewer examples than it could, or it cycles over a handful of them
+        # (a tiny set seen epoch after epoch: most draws are repeats).
+        if distinct < REPEAT_SHARE * capacity or share > REPEAT_SHARE:
             return [make("loader.repeats", "warning", "loader",
                          f"{len(batches)} consecutive batches hold {distinct} distinct examples in {len(examples)} "
                          f"draws ({100 * share:.0f}% repeats"
