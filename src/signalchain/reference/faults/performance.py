@@ -1,7 +1,10 @@
 """Slow training and stalled pipelines: waiting for data, slow or restarting workers, stalls, syncs.
 
 Every delay here is real wall-clock time (a sleep standing in for I/O, a process spawn, a blocking
-upload), kept small so that the catalogue stays fast: at most ~50 ms per batch, one stall < 1 s.
+upload), kept small so that the catalogue stays fast. The slow worker, the restarts and the stall
+are sized against the work they sit in (`_pace`): a worker three times slower than the others, a
+re-spawn that costs four first batches, an upload eight steps long, with fixed floors, so that the
+fault means the same on a slow machine as on a fast one.
 Distributed desynchronisation and stragglers are not injected: the Pipeline protocol has no
 multi-process capability through which a detector could see them.
 """
@@ -19,6 +22,7 @@ import torch
 
 from ..data import Clip, generate_clip
 from ..output import Tap, _no_tap
+from ._pace import Pace, timed, timed_call
 from ._registry import fault
 
 if TYPE_CHECKING:
@@ -31,11 +35,14 @@ FAMILY = "performance"
 SECTION = "Slow training and stalled pipelines"
 
 READ_LATENCY_S = 0.003  # per read, two reads per clip: 48 ms for a batch of 8
-SLOW_WORKER_DELAY_S = 0.05
+SLOW_WORKER_DELAY_S = 0.05  # floor; the slow worker's extra time is SLOW_WORKER_FACTOR × a typical batch
+SLOW_WORKER_FACTOR = 2.0
 WORKERS = 4
 RESTART_EVERY = 8  # batches
-RESTART_COST_S = 0.25
-STALL_S = 0.8
+RESTART_COST_S = 0.25  # floor; a re-spawn costs RESTART_FACTOR × the first batch
+RESTART_FACTOR = 4.0
+STALL_S = 0.8  # floor; the upload takes STALL_FACTOR × the longest step before it
+STALL_FACTOR = 8.0
 
 log = logging.getLogger(__name__)
 
@@ -71,12 +78,13 @@ def _slow_worker(p: ReferencePipeline) -> None:
 
     def round_robin(split: str = "train", seed: int = 0) -> Iterator[Batch]:
         # Batches come from WORKERS workers in turn, as torch's DataLoader returns them in order.
-        for n, batch in enumerate(loader(split, seed)):
+        pace = Pace()
+        for n, batch in enumerate(timed(loader(split, seed), pace)):
             if n % WORKERS == WORKERS - 1:
                 # Bug: the last worker's shard sits on a degraded disk (or that worker shares a
-                # CPU with the logger): each of its batches takes 50 ms longer, and the in-order
-                # loader makes the step wait for it every fourth batch.
-                time.sleep(SLOW_WORKER_DELAY_S)
+                # CPU with the logger): its batches take three times as long as the others', and
+                # the in-order loader makes the step wait for it every fourth batch.
+                time.sleep(pace.scaled(SLOW_WORKER_FACTOR, SLOW_WORKER_DELAY_S))
             yield batch
 
     p.loader = round_robin  # type: ignore[method-assign]
@@ -88,12 +96,16 @@ def _worker_restarts(p: ReferencePipeline) -> None:
     loader = p.loader
 
     def recycling(split: str = "train", seed: int = 0) -> Iterator[Batch]:
-        for n, batch in enumerate(loader(split, seed)):
+        pace = Pace()
+        cost = 0.0
+        for n, batch in enumerate(timed(loader(split, seed), pace)):
+            if n == 0:
+                cost = pace.scaled(RESTART_FACTOR, RESTART_COST_S)  # what spawning costs on this machine
             if n % RESTART_EVERY == 0:
                 # Bug: workers are recycled every 8 batches (a `max_tasks_per_child`-style limit
                 # set to contain a memory leak): each time the pool is torn down and re-spawned,
-                # re-imports torch and reopens its files while the step waits (~0.25 s).
-                time.sleep(RESTART_COST_S)
+                # re-imports torch and reopens its files while the step waits.
+                time.sleep(cost)
             yield batch
 
     p.loader = recycling  # type: ignore[method-assign]
@@ -103,16 +115,17 @@ def _worker_restarts(p: ReferencePipeline) -> None:
        SECTION, ["perf.stall"], "runtime", symptom="slow")
 def _checkpoint_stall(p: ReferencePipeline) -> None:
     train_step = p.train_step
-    steps: weakref.WeakKeyDictionary[torch.optim.Optimizer, int] = weakref.WeakKeyDictionary()
+    steps: weakref.WeakKeyDictionary[torch.optim.Optimizer, Pace] = weakref.WeakKeyDictionary()
 
     def train_step_with_hook(model: MusicLM, optimizer: torch.optim.Optimizer, batch: Batch,
                              tap: Tap = _no_tap) -> StepOutput:
-        out = train_step(model, optimizer, batch, tap)
-        steps[optimizer] = n = steps.get(optimizer, 0) + 1
-        if n % 50 == 3:
+        pace = steps.setdefault(optimizer, Pace())
+        upload = pace.scaled(STALL_FACTOR, STALL_S, Pace.longest)  # a checkpoint is many steps' worth
+        out = timed_call(train_step, pace)(model, optimizer, batch, tap)
+        if len(pace.seconds) % 50 == 3:
             # Bug: the checkpoint hook (steps 3, 53, 103...) uploads the checkpoint synchronously
             # inside the step instead of handing it to a background thread: that step blocks.
-            time.sleep(STALL_S)
+            time.sleep(upload)
         return out
 
     p.train_step = train_step_with_hook  # type: ignore[method-assign]

@@ -2,7 +2,8 @@
 a NaN-hunting hook that syncs after every module, and a checkpoint pushed synchronously.
 
 Delays that stand for I/O (a network read, an upload) are real sleeps, kept small so the
-catalogue stays fast: ~30 ms per example and batch, one stall < 1 s."""
+catalogue stays fast: ~30 ms per example and batch; the upload is sized against the steps before it
+(eight of the longest, at least 0.8 s), so that it stays a stall on a slow machine."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import soxr
 import torch
 
+from ...faults._pace import Pace, timed_call
 from ._registry import fault, patch_model
 from ._util import no_tap
 
@@ -29,7 +31,8 @@ FAMILY = "performance"
 SECTION = "Slow training and stalled pipelines"
 
 READ_LATENCY_S = 0.015  # one read of an audio file from network storage
-STALL_S = 0.8
+STALL_S = 0.8  # floor; the upload takes STALL_FACTOR × the longest step before it
+STALL_FACTOR = 8.0
 
 
 @fault("audio_decoded_on_every_access", FAMILY, "waiting for data: every clip is decoded and resampled on each access",
@@ -76,18 +79,19 @@ def _isfinite_assert_hooks(p: HFBedPipeline) -> None:
        SECTION, ["perf.stall"], "runtime", symptom="slow")
 def _blocking_checkpoint_push(p: HFBedPipeline) -> None:
     train_step = p.train_step
-    steps: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+    steps: weakref.WeakKeyDictionary[Any, Pace] = weakref.WeakKeyDictionary()
 
     def train_step_with_push(model: Any, optimizer: Any, batch: Any, tap: Any = no_tap) -> StepOutput:
-        out = train_step(model, optimizer, batch, tap)
-        steps[optimizer] = n = steps.get(optimizer, 0) + 1
-        if n % 50 == 3:
+        pace = steps.setdefault(optimizer, Pace())
+        upload = pace.scaled(STALL_FACTOR, STALL_S, Pace.longest)  # a checkpoint is many steps' worth
+        out = timed_call(train_step, pace)(model, optimizer, batch, tap)
+        if len(pace.seconds) % 50 == 3:
             # Bug: `save_steps=50` with `push_to_hub(blocking=True)` run inside the step (a callback
             # on_save): the step waits for the checkpoint to be written and uploaded.
             folder = tempfile.mkdtemp(prefix="hf-bed-ckpt-")
             try:
                 model.save_pretrained(folder)
-                time.sleep(STALL_S)  # the upload
+                time.sleep(upload)  # the upload
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
         return out
