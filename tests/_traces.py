@@ -49,7 +49,7 @@ def step_trace(tokens: np.ndarray, targets: np.ndarray | None = None, mask: np.n
 
 def hf_step_trace(tokens: np.ndarray, valid_frames: list[int] | None = None, card: int = 64,
                   labels_edit: Any = None, mask_from_labels: bool = True, tap_pattern: bool = True,
-                  delays: list[int] | None = None):
+                  delays: list[int] | None = None, model_delay: list[int] | None = None):
     """A step laid out as Hugging Face MusicGen trains: the delay pattern (codebook k late by k),
     labels [B, T', K] with -100 on the pattern's empty positions and past each clip's valid frames,
     logits [B*K, T', V], loss mask [B, K, T'] = labels != -100, padding mask [B, T] in frame time."""
@@ -70,7 +70,8 @@ def hf_step_trace(tokens: np.ndarray, valid_frames: list[int] | None = None, car
     padding = np.arange(t)[None, :] < valid[:, None]
     stages = [("tokens", tokens, {"cardinality": card}), ("mask.padding", padding)]
     if tap_pattern:
-        stages.append(("tokens.pattern", pattern, {"special": pad_id}))
+        meta = {"special": pad_id} | ({"model_delay": model_delay} if model_delay is not None else {})
+        stages.append(("tokens.pattern", pattern, meta))
     stages += [("targets", labels, {"ignore_index": -100}),
                ("logits", np.zeros((b * k, tp, card), dtype=np.float32)), ("mask.loss", mask),
                ("loss", float(np.log(card))), ("loss.per_codebook", np.full(k, np.log(card), dtype=np.float32))]

@@ -138,6 +138,20 @@ def test_a_clean_hf_step_raises_nothing(seed):
     assert _all(hf_step_trace(toks, valid_frames=[50, 50, 50, 30], tap_pattern=False)) == []
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_a_pattern_built_for_other_delays_than_the_models_is_misaligned(seed):
+    toks = codec_like_tokens(seed=seed)
+    # Labels and pattern agree with each other (a stereo formula, delay k // 2), but the model
+    # declares that it generates with one delay per codebook: three codebooks train off-position.
+    found = check_targets(hf_step_trace(toks, delays=[0, 0, 1, 1], model_delay=[0, 1, 2, 3]))
+    hit = [f for f in found if f.id == "targets.misaligned"]
+    assert len(hit) == 1 and hit[0].stage == "targets" and hit[0].evidence["codebooks"] == [1, 2, 3]
+    # The same declaration beside a pattern that matches it is silent, and so is a stereo pattern
+    # whose model says it uses shared delays.
+    assert _all(hf_step_trace(toks, model_delay=[0, 1, 2, 3])) == []
+    assert _all(hf_step_trace(toks, delays=[0, 0, 1, 1], model_delay=[0, 0, 1, 1])) == []
+
+
 def test_hf_padding_left_in_the_labels_is_padding_trained(tokens):
     def unmask_padding(labels):  # the collator pads with the codes of silence instead of -100
         out = labels.copy()

@@ -19,7 +19,11 @@ from signalchain.integrations.hf_musicgen import (  # noqa: E402
     labels_from_pattern,
     read_examples,
 )
-from signalchain.integrations.hf_musicgen.labels import interleave_channels, split_channels  # noqa: E402
+from signalchain.integrations.hf_musicgen.labels import (  # noqa: E402
+    interleave_channels,
+    model_delays,
+    split_channels,
+)
 from signalchain.pipeline import OPTIONAL, capabilities  # noqa: E402
 from signalchain.reference.hf import HFBedConfig, HFBedPipeline  # noqa: E402
 from signalchain.reference.hf.tiny import TinyConfig, bed_clips, tiny_model, tiny_tokenizer  # noqa: E402
@@ -116,6 +120,11 @@ def test_stereo_checkpoints_interleave_their_codebooks() -> None:
         torch.equal(pattern[:, 3, 1:6], codes[:, 3])
     labels = labels_from_pattern(pattern, torch.tensor([5, 3]), 64, audio_channels=2)
     assert (labels[1, 4:, 2] == -100).all() and (labels[1, 1:4, 2] >= 0).all()
+    # The delays the decoder itself uses, read off its own pattern: shared per pair for stereo.
+    assert model_delays(model.decoder, 8, 64) == [0, 0, 1, 1, 2, 2, 3, 3]
+    mono = HFBedPipeline(HFBedConfig(examples=8)).build_model(0)
+    assert model_delays(mono.decoder, 4, 64) == [0, 1, 2, 3]
+    assert model_delays(torch.nn.Linear(2, 2), 4, 64) is None  # no pattern of its own: nothing declared
 
 
 def test_data_from_an_audiofolder_a_manifest_and_a_dataset(tmp_path) -> None:

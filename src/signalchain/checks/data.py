@@ -205,6 +205,18 @@ def check_targets(trace: Trace) -> list[Finding]:
                                             "logits[t] must predict the token the model has not seen",
                                 shift_per_codebook=shifts, expected_shift=shift, delays=best_d, pattern_delays=base,
                                 agreement=agree_k, layout=view.describe()))
+            elif view.model_delays is not None and len(view.model_delays) == len(base) and base != view.model_delays:
+                # Targets agree with the pipeline's own pattern, but the model generates with another.
+                wrong = [k for k, (b, m) in enumerate(zip(base, view.model_delays)) if b != m]
+                out.append(make("targets.misaligned", "error", "targets",
+                                f"the training pattern delays the codebooks by {base} frames, but the model generates "
+                                f"with the delays {view.model_delays}: codebooks {wrong} are trained at positions "
+                                "generation never asks them for", CHECK,
+                                hint="build the labels with the model's own delay pattern (for HF MusicGen "
+                                     "`decoder.build_delay_pattern_mask`; stereo checkpoints share a delay per "
+                                     "codebook pair, mono ones do not)",
+                                pattern_delays=base, model_delays=view.model_delays, codebooks=wrong,
+                                layout=view.describe()))
     elif tokens is None:
         mi = temporal_mutual_information(targets)
         if mi < 0.02:

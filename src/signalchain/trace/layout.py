@@ -142,6 +142,7 @@ class StepView:
     padding: np.ndarray | None = None  # [B, T] or [B, K, T] frame time, as tapped
     padding_in_target_time: np.ndarray | None = None  # [B, K, T'] bool
     pattern_delays: list[int] | None = None  # the delay pattern the pipeline built (tokens.pattern / delay=)
+    model_delays: list[int] | None = None  # the delays the model itself generates with (model_delay=)
     orders: dict[str, str] = field(default_factory=dict)  # stage -> layout ("BKT", "BTK", "(BK)TV", …)
     ignore_index: int | None = None
     problems: list[str] = field(default_factory=list)
@@ -156,7 +157,8 @@ class StepView:
     def describe(self) -> dict[str, Any]:
         """What was read, for a finding's evidence."""
         return {"orders": dict(self.orders), "ignore_index": self.ignore_index,
-                "pattern_delays": self.pattern_delays, "target_time": self.target_time}
+                "pattern_delays": self.pattern_delays, "model_delays": self.model_delays,
+                "target_time": self.target_time}
 
 
 def _batch_size(trace: Any) -> int | None:
@@ -177,6 +179,16 @@ def _pattern_delays(trace: Any, tokens: np.ndarray | None) -> list[int] | None:
         return None
     delays, agree = infer_delays(tokens, pattern)
     return delays if min(agree) > 0.9 else None
+
+
+def _model_delays(trace: Any) -> list[int] | None:
+    """`model_delay=` on tokens.pattern or targets: the pattern the model uses when it generates."""
+    for name in ("tokens.pattern", "targets"):
+        rec = trace.get(name)
+        d = rec.meta.get("model_delay") if rec is not None else None
+        if isinstance(d, (list, tuple)) and all(isinstance(x, int) and not isinstance(x, bool) for x in d):
+            return [int(x) for x in d]
+    return None
 
 
 def read_layout(trace: Any) -> StepView:
@@ -246,6 +258,7 @@ def read_layout(trace: Any) -> StepView:
             v.mask = ~v.ignored
     v.padding = _value(trace, "mask.padding")
     v.pattern_delays = _pattern_delays(trace, tokens)
+    v.model_delays = _model_delays(trace)
     v.padding_in_target_time = _padding_in_target_time(v)
     return v
 

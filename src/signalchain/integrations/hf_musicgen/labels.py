@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["delays", "delayed_codes", "labels_from_pattern", "interleave_channels", "split_channels"]
+__all__ = ["delays", "delayed_codes", "model_delays", "labels_from_pattern", "interleave_channels", "split_channels"]
 
 
 def delays(num_codebooks: int, audio_channels: int = 1) -> list[int]:
@@ -33,6 +33,23 @@ def delayed_codes(decoder: torch.nn.Module, codes: torch.Tensor, pad_token_id: i
     seq = torch.cat([bos, codes], dim=-1).reshape(b * k, t + 1)
     _, pattern = decoder.build_delay_pattern_mask(seq, pad_token_id=pad_token_id, max_length=t + span)
     return pattern.reshape(b, k, t + span)[..., 1:]  # the first column is the BOS row
+
+
+def model_delays(decoder: torch.nn.Module, num_codebooks: int, pad_token_id: int) -> list[int] | None:
+    """The delay of each codebook as the decoder itself lays codes out (the pattern `generate` uses),
+    read off `build_delay_pattern_mask` on a probe; None when the decoder has no such method."""
+    if not hasattr(decoder, "build_delay_pattern_mask"):
+        return None
+    probe = torch.full((1, num_codebooks, 4), pad_token_id + 1 if pad_token_id == 0 else 0, dtype=torch.long)
+    with torch.no_grad():
+        pattern = delayed_codes(decoder, probe, pad_token_id)[0]
+    out = []
+    for row in pattern:
+        hit = (row != pad_token_id).nonzero()
+        if hit.numel() == 0:
+            return None
+        out.append(int(hit[0]))
+    return out
 
 
 def labels_from_pattern(pattern: torch.Tensor, valid_frames: torch.Tensor, pad_token_id: int,

@@ -28,7 +28,7 @@ import torch
 from ...pipeline import StepOutput
 from .data import Example, examples_from_clips, examples_from_dataset, read_examples
 from .generation import HFGeneration, _no_tap
-from .labels import delayed_codes, interleave_channels, labels_from_pattern
+from .labels import delayed_codes, interleave_channels, labels_from_pattern, model_delays
 
 __all__ = ["Batch", "HFMusicgenPipeline"]
 
@@ -289,6 +289,13 @@ class HFMusicgenPipeline(HFGeneration):
     def valid_frames(self, valid_samples: np.ndarray, frames: int) -> torch.Tensor:
         return torch.from_numpy(np.minimum(np.ceil(valid_samples / self.hop), frames).astype(np.int64))
 
+    def _model_delays(self, model: Any, k: int) -> list[int] | None:
+        cache = self.__dict__.setdefault("_delay_cache", {})
+        key = (id(model.decoder), k)
+        if key not in cache:
+            cache[key] = model_delays(model.decoder, k, self.pad_token_id)
+        return cache[key]
+
     def make_labels(self, model: Any, codes: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(delayed codes `[B, K, T']` with the pad id, labels `[B, T', K]` with -100)."""
         pattern = delayed_codes(model.decoder, codes, self.pad_token_id)
@@ -340,7 +347,10 @@ class HFMusicgenPipeline(HFGeneration):
         padding = torch.arange(codes.shape[-1])[None, :] < frames[:, None]
         tap("mask.padding", padding)
         pattern, labels = self.make_labels(model, codes, frames)
-        tap("tokens.pattern", pattern, special=self.pad_token_id)
+        # The delays the decoder itself generates with, beside whatever make_labels built: a check
+        # compares them with the delays the training pattern actually has.
+        tap("tokens.pattern", pattern, special=self.pad_token_id,
+            model_delay=self._model_delays(model, codes.shape[1]))
         captions, dropped = self.drop_captions([e.caption for e in batch.examples],
                                                np.random.default_rng([batch.seed, 2]))
         tap("condition.dropped", dropped, rate=self.cond_dropout)
