@@ -25,10 +25,11 @@ from dataclasses import dataclass
 import numpy as np
 import soxr
 
+from ..errors import SignalchainError
 from .features import mel_filterbank
 
-__all__ = ["Fingerprint", "Alignment", "FRAME_RATE", "DIM", "BANDS", "fingerprint", "frame_features",
-           "window_embeddings", "align", "audio_hash", "mono"]
+__all__ = ["Fingerprint", "Alignment", "FRAME_RATE", "DIM", "BANDS", "MIN_RATE", "MAX_RATE", "fingerprint",
+           "frame_features", "window_embeddings", "align", "audio_hash", "mono", "resampled_length", "check_rate"]
 
 RATE = 8000  # fingerprints look at 0-4 kHz: what survives every re-encode and resampling
 N_FFT = 512
@@ -41,6 +42,10 @@ WINDOW_HOP = 31  # frames: 0.5 s
 GROUPS = 8  # band groups in a window vector (3 bands each)
 MOD_BINS = 8  # modulation bins 1..8 of a 1.5 s window: 0.67-5.3 Hz
 DIM = GROUPS * MOD_BINS + GROUPS
+#: Sample rates a fingerprint accepts. Resampling to RATE allocates RATE / rate samples per input
+#: sample, so a header claiming 1 Hz would turn 64 KB of audio into gigabytes; no music is below.
+MIN_RATE = 1000
+MAX_RATE = 768000
 
 _FB = mel_filterbank(RATE, N_FFT, BANDS, 60.0).astype(np.float32)
 _STFT_WINDOW = np.hanning(N_FFT).astype(np.float32)
@@ -83,8 +88,25 @@ def audio_hash(audio: np.ndarray) -> str:
     return h.hexdigest()
 
 
+def check_rate(sample_rate: float) -> None:
+    """`SignalchainError` unless MIN_RATE ≤ `sample_rate` ≤ MAX_RATE."""
+    if not MIN_RATE <= sample_rate <= MAX_RATE:
+        raise SignalchainError(f"sample rate {sample_rate} Hz is outside {MIN_RATE}-{MAX_RATE} Hz: "
+                               "no fingerprint is made (resampling it would allocate from the header's claim)")
+
+
+def resampled_length(samples: int, sample_rate: int) -> int:
+    """Samples the resampling to RATE produces from `samples` at `sample_rate` (≤ 8 per input
+    sample over the accepted rates): what the fingerprint allocates is planned from this."""
+    check_rate(sample_rate)
+    return -(-int(samples) * RATE // int(sample_rate))
+
+
 def frame_features(audio: np.ndarray, sample_rate: int) -> np.ndarray | None:
-    """The log-mel envelope `[BANDS, N]` (float32 dB in [-RANGE_DB, 0]); None for digital silence."""
+    """The log-mel envelope `[BANDS, N]` (float32 dB in [-RANGE_DB, 0]); None for digital silence.
+
+    `SignalchainError` for a rate outside MIN_RATE-MAX_RATE (see `check_rate`)."""
+    check_rate(sample_rate)
     x = mono(audio)
     if sample_rate != RATE and x.size:
         x = soxr.resample(x, int(sample_rate), RATE, quality="LQ").astype(np.float32, copy=False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,13 +12,27 @@ import soundfile as sf
 
 from .._atomic import atomic_file
 from ..errors import SignalchainError
+from ._files import display_path, open_regular
+from ._riff import wav_claim
 
-__all__ = ["AudioFile", "read_audio", "write_audio", "join_examples"]
+__all__ = ["AudioFile", "read_audio", "write_audio", "join_examples", "BLOCK_SAMPLES"]
+
+
+#: Samples decoded per read (all channels together): what one read allocates, whatever the header says.
+BLOCK_SAMPLES = 1 << 18
+_SMALL_READ = 1024  # frames per read once a decoder has failed: as much as possible before the damage
+#: Formats whose frame count is the decoder's estimate (MPEG without a seek table): a shortfall
+#: this small is no truncation.
+_ESTIMATED = {"MP3": 0.01, "MPEG": 0.01, "OGG": 0.001}
 
 
 @dataclass
 class AudioFile:
-    """Decoded audio `[C, T]` (float32) and what the file header says."""
+    """Decoded audio `[C, T]` (float32) and what the file header says.
+
+    `frames` is what decoded; `frames_claimed` is set when the header claims more than that (a
+    file cut short, or a header that lies), and `read_error` says why decoding stopped early.
+    """
 
     path: str
     audio: np.ndarray
@@ -24,23 +40,92 @@ class AudioFile:
     subtype: str
     format: str
     frames: int
+    frames_claimed: int | None = None
+    read_error: str | None = None
 
     @property
     def channels(self) -> int:
         return int(self.audio.shape[0])
 
+    @property
+    def truncated(self) -> bool:
+        return self.frames_claimed is not None and self.frames_claimed > self.frames
+
+
+def _why(exc: BaseException) -> str:
+    """A decoder's complaint without the descriptor number soundfile puts in it."""
+    text = re.sub(r"^Error opening \d+: ", "", str(exc).strip())
+    return f"{type(exc).__name__}: {text[:200]}"
+
+
+def _decode(f: sf.SoundFile) -> tuple[np.ndarray, str | None]:
+    """Every frame that decodes, `[T, C]`, read block by block: memory follows what the file holds,
+    never the frame count its header claims. A decoder error after some frames keeps them (the
+    failing block is read again in small steps, to keep what precedes the damage)."""
+    per_read = max(1, BLOCK_SAMPLES // max(1, f.channels))
+    blocks: list[np.ndarray] = []
+    done, error = 0, None
+    while True:
+        try:
+            block = f.read(per_read, dtype="float32", always_2d=True)
+        except Exception as exc:  # a decoder that loses sync mid-file: what came before counts
+            error = error or _why(exc)
+            if per_read <= _SMALL_READ:
+                break
+            try:
+                f.seek(done)
+            except Exception:
+                break
+            per_read = _SMALL_READ
+            continue
+        if not len(block):
+            break
+        blocks.append(block)
+        done += len(block)
+    if not blocks:
+        return np.zeros((0, max(1, f.channels)), np.float32), error
+    return (blocks[0] if len(blocks) == 1 else np.concatenate(blocks)), error
+
+
+def _claimed(fd: int, size: int, info_frames: int, fmt: str, decoded: int) -> int | None:
+    """The frame count the header claims, when it is more than decoded (None otherwise)."""
+    claim = max(info_frames, 0)
+    if fmt == "WAV":
+        wav = wav_claim(fd, size)
+        if wav is not None and wav.frames is not None:
+            claim = max(claim, wav.frames)
+    slack = _ESTIMATED.get(fmt, 0.0) * claim + (1152 if fmt in ("MP3", "MPEG") else 0)
+    return claim if claim > decoded + slack else None
+
 
 def read_audio(path: str | Path) -> AudioFile:
-    """Read any soundfile-supported file as float32 `[C, T]`; raise `SignalchainError` naming the file."""
-    path = Path(path)
-    if not path.exists():
-        raise SignalchainError(f"{path}: no such audio file")
+    """Read any soundfile-supported file as float32 `[C, T]`; raise `SignalchainError` naming the file.
+
+    Only regular files are opened (a FIFO or device never is); what decodes is returned even when
+    the header claims more (`AudioFile.truncated`).
+    """
+    shown = display_path(path)
+    fd = open_regular(path)
     try:
-        info = sf.info(str(path))
-        data, sr = sf.read(str(path), dtype="float32", always_2d=True)
-    except Exception as exc:
-        raise SignalchainError(f"{path}: unreadable audio ({type(exc).__name__}: {exc})") from None
-    return AudioFile(str(path), np.ascontiguousarray(data.T), int(sr), info.subtype, info.format, int(info.frames))
+        size = os.fstat(fd).st_size
+        if size == 0:
+            raise SignalchainError(f"{shown}: the file has 0 bytes")
+        try:
+            with sf.SoundFile(fd, closefd=False) as f:
+                rate, fmt, subtype, info_frames = int(f.samplerate), f.format, f.subtype, int(f.frames)
+                if rate <= 0 or f.channels <= 0:
+                    raise SignalchainError(f"{shown}: the header says {rate} Hz and {f.channels} channels")
+                data, error = _decode(f)
+        except SignalchainError:
+            raise
+        except Exception as exc:
+            raise SignalchainError(f"{shown}: unreadable audio ({_why(exc)})") from None
+        if error is not None and not len(data):
+            raise SignalchainError(f"{shown}: unreadable audio ({error})")
+        claimed = _claimed(fd, size, info_frames, fmt, len(data))
+    finally:
+        os.close(fd)
+    return AudioFile(os.fsdecode(path), np.ascontiguousarray(data.T), rate, subtype, fmt, int(len(data)), claimed, error)
 
 
 def write_audio(path: str | Path, audio: np.ndarray, sample_rate: int, subtype: str = "FLOAT") -> Path:

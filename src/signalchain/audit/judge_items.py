@@ -32,12 +32,51 @@ def _f(fid: str, severity: str, item: Item, message: str, hint: str, **evidence:
 
 def _file(item: Item, m: Measure) -> list[Finding]:
     problem = m.problem or ""
-    if problem == "missing":
-        return [_f("file.missing", "error", item, "the audio file does not exist",
+    if problem.startswith("missing"):
+        why = problem.partition(": ")[2]
+        return [_f("file.missing", "error", item, f"the audio file does not exist{f' ({why})' if why else ''}",
                    "fix the path in the manifest (relative paths resolve against the manifest's folder) or drop the line")]
+    if problem.startswith("not regular: "):
+        what = problem.partition(": ")[2]
+        return [_f("file.not_regular", "error", item, f"{what}, not a regular file: skipped without opening it",
+                   "remove it or replace it with the audio file; a loader that opens it blocks (FIFO), reads "
+                   "forever (device) or crashes (folder)", kind=what)]
+    if problem.startswith("sample rate: "):
+        return [_f("audio.sample_rate", "error", item, f"the header's {problem}",
+                   "re-export the file with its true rate; a loader resamples from the header's claim",
+                   sample_rate=m.sample_rate)]
     return [_f("file.unreadable", "error", item, problem,
                "re-export or drop this file; a loader that hits it crashes or trains on a substitute",
                problem=problem)]
+
+
+def _container(item: Item, m: Measure) -> list[Finding]:
+    """What the file's header says against what it holds, and a channel count no pipeline expects."""
+    out = []
+    if m.frames_claimed > m.samples:
+        rate = m.sample_rate or 1
+        out.append(_f("file.truncated", "error", item,
+                      f"the header claims {m.frames_claimed:,} frames ({m.frames_claimed / rate:.3f} s), the file holds "
+                      f"{m.samples:,} ({m.samples / rate:.3f} s)"
+                      + (f"; decoding stopped: {m.read_error}" if m.read_error else "")
+                      + ": it was cut short, or its header lies (what it holds is audited)",
+                      "re-export or re-copy the file; loaders that trust the header crop past the end into padding",
+                      frames_claimed=m.frames_claimed, frames_present=m.samples))
+    if m.channels > 2:
+        out.append(_f("audio.channels", "warning", item,
+                      f"{m.channels} channels: what the pipeline does with more than two (averages them, keeps "
+                      "the first two, or fails) is up to its loader",
+                      "downmix to mono or stereo when preparing the dataset, so every file reaches the model the "
+                      "same way", channels=m.channels))
+    return out
+
+
+def _name(item: Item) -> list[Finding]:
+    if not item.name_note:
+        return []
+    return [_f("file.name_encoding", "warning", item, item.name_note,
+               "rename the file with a UTF-8 name: JSON manifests, Arrow (HF datasets) and most tools hold only "
+               "UTF-8 text")]
 
 
 def _audio(item: Item, m: Measure) -> list[Finding]:
@@ -130,8 +169,8 @@ def _caption(item: Item, max_tokens: int | None) -> list[Finding]:
 def judge_item(item: Item, m: Measure | None, max_caption_tokens: int | None = None) -> list[Finding]:
     """Every per-example finding; a missing or unreadable file stops at that one."""
     if m is not None and m.problem:
-        return _file(item, m)
-    out = [] if m is None else _audio(item, m) + _declared(item, m)
+        return _name(item) + _file(item, m)
+    out = _name(item) + ([] if m is None else _container(item, m) + _audio(item, m) + _declared(item, m))
     return out + _metadata(item) + _caption(item, max_caption_tokens)
 
 

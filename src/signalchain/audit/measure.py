@@ -7,22 +7,22 @@ sidecar becomes `Item.sidecar_state`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import os
-from pathlib import Path
 
 import numpy as np
-import soundfile as sf
 
-from ..audio.fingerprint import audio_hash, fingerprint
+from ..audio._files import check_path, has_surrogates, read_regular, sha1_regular
+from ..audio.fingerprint import MAX_RATE, MIN_RATE, audio_hash, fingerprint
+from ..audio.io import read_audio
+from ..errors import SignalchainError
 from ..stats import CLIP_LEVEL, SILENCE_DBFS, to_dbfs
 from .records import MUSICINFO_REQUIRED, Item, Measure
 
 __all__ = ["measure_audio", "measure_file", "read_sidecar", "hash_cache_refs", "quick_summary"]
 
 _FRAME_SECONDS = 0.02
+SIDECAR_LIMIT = 16 << 20  # bytes: a MusicInfo sidecar is a few hundred; past this it is not one
 
 
 def quick_summary(x: np.ndarray, sample_rate: int) -> tuple[dict[str, float | None], np.ndarray]:
@@ -65,63 +65,119 @@ def measure_audio(audio: np.ndarray, sample_rate: int, with_fingerprint: bool = 
         x = x[None]
     if x.ndim != 2:
         return Measure(problem=f"unreadable: audio must be [C, T], got shape {list(x.shape)}")
+    rate = int(sample_rate)
+    if not MIN_RATE <= rate <= MAX_RATE:  # before any allocation that scales with the rate
+        return Measure(problem=f"sample rate: {rate} Hz is outside {MIN_RATE:,}-{MAX_RATE:,} Hz (no music is "
+                               "recorded there: the header is wrong, or the file is not audio)",
+                       sample_rate=rate, channels=int(x.shape[0]), samples=int(x.shape[1]))
     if x.shape[1] == 0:
-        return Measure(problem="empty: 0 samples", sample_rate=int(sample_rate), channels=int(x.shape[0]))
-    summary, m = quick_summary(x, int(sample_rate))
+        return Measure(problem="empty: 0 samples", sample_rate=rate, channels=int(x.shape[0]))
+    summary, m = quick_summary(x, rate)
     # The exact hash is of the mono mixdown: what a mono model trains on, and the same bytes for a
     # mono clip whether a loader hands it over as [1, T] or repeated to [2, T].
-    return Measure(sample_rate=int(sample_rate), channels=int(x.shape[0]), samples=int(x.shape[1]),
+    return Measure(sample_rate=rate, channels=int(x.shape[0]), samples=int(x.shape[1]),
                    summary=summary, total=float(m.sum(dtype=np.float64)),
                    total_sq=float(np.square(m).sum(dtype=np.float64)),
-                   audio_hash=audio_hash(m), fp=fingerprint(m, int(sample_rate)) if with_fingerprint else None)
+                   audio_hash=audio_hash(m), fp=fingerprint(m, rate) if with_fingerprint else None)
 
 
 def measure_file(path: str, with_fingerprint: bool = True) -> Measure:
-    """Decode `path` (any format libsndfile reads) and measure it; problems are returned, not raised."""
-    if not os.path.exists(path):
-        return Measure(problem="missing")
+    """Decode `path` (any format libsndfile reads) and measure it; problems are returned, not raised.
+
+    The path is looked at before anything opens it: a FIFO, device or folder is never opened, a
+    symlink loop or a dangling link is named. Decoding reads what the file holds, whatever its
+    header claims (a claim beyond that is kept in `frames_claimed`)."""
+    state = check_path(path)
+    if state.kind == "missing":
+        return Measure(problem="missing" if state.detail == "no such file" else f"missing: {state.detail}")
+    if state.kind == "not_regular":
+        return Measure(problem=f"not regular: {state.detail}")
+    if not state.regular:
+        return Measure(problem=f"unreadable: {state.detail}")
+    if state.size == 0:
+        return Measure(problem="empty: the file has 0 bytes")
     try:
-        if os.path.getsize(path) == 0:
-            return Measure(problem="empty: the file has 0 bytes")
-        data, sr = sf.read(path, dtype="float32", always_2d=True)
-    except Exception as exc:  # a corrupt or unsupported file is a finding, never a crash
-        return Measure(problem=f"unreadable: {type(exc).__name__}: {str(exc).strip()[:200]}")
-    return measure_audio(data.T, int(sr), with_fingerprint)
+        af = read_audio(path)
+    except SignalchainError as exc:  # a corrupt or unsupported file is a finding, never a crash
+        why = str(exc).split(": ", 1)[-1]
+        if why.startswith("unreadable audio (") and why.endswith(")"):
+            why = why[len("unreadable audio ("):-1]
+        return Measure(problem=f"unreadable: {why}")
+    m = measure_audio(af.audio, af.sample_rate, with_fingerprint)
+    if af.truncated:
+        m.frames_claimed = int(af.frames_claimed or 0)
+        m.read_error = af.read_error
+    return m
+
+
+def _parse_json(raw: bytes) -> tuple[object, str | None]:
+    """The JSON value of `raw`, or why it is not one (never raises)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8 at byte {exc.start}"
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError as exc:
+        return None, f"invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg})"
+    except RecursionError:
+        return None, "nested deeper than a JSON reader follows"
+    except ValueError as exc:  # an integer of thousands of digits
+        return None, f"invalid JSON ({str(exc)[:120]})"
 
 
 def read_sidecar(item: Item) -> None:
     """Read the item's AudioCraft sidecar JSON (if its format has one) into the item."""
     if item.sidecar is None:
         return
-    path = Path(item.sidecar)
-    if not path.exists():
+    state = check_path(item.sidecar)
+    if state.kind == "missing":
         item.sidecar_state = "missing"
         return
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        item.sidecar_state = f"unreadable: not UTF-8 at byte {exc.start}"
+    if not state.regular:
+        item.sidecar_state = f"unreadable: {state.detail}" + (", not a regular file" if state.kind == "not_regular" else "")
         return
     try:
-        meta = json.loads(text)
-    except json.JSONDecodeError as exc:
-        item.sidecar_state = f"unreadable: invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg})"
+        raw = read_regular(item.sidecar, SIDECAR_LIMIT)
+    except SignalchainError as exc:
+        item.sidecar_state = f"unreadable: {str(exc).split(': ', 1)[-1]}"
         return
-    if not isinstance(meta, dict):
-        item.sidecar_state = f"unreadable: a JSON {type(meta).__name__}, not an object"
+    meta, why = _parse_json(raw)
+    if why is None and not isinstance(meta, dict):
+        why = f"a JSON {type(meta).__name__}, not an object"
+    if why is None and any(has_surrogates(s) for s in _strings(meta)):
+        why = "holds a lone surrogate escape (\\udXXX): not text any UTF-8 reader or tokenizer accepts"
+    if why is not None:
+        item.sidecar_state = f"unreadable: {why}"
         return
+    assert isinstance(meta, dict)
     item.sidecar_state = "ok"
     item.missing_fields = [k for k in MUSICINFO_REQUIRED if k not in meta]
     item.take_metadata(meta)
 
 
+def _strings(value: object) -> list[str]:
+    """Every key and string value inside a JSON value (iteratively: any depth)."""
+    out, stack = [], [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, dict):
+            out += [k for k in v if isinstance(k, str)]
+            stack += list(v.values())
+        elif isinstance(v, list):
+            stack += v
+    return out
+
+
 def hash_cache_refs(item: Item) -> None:
-    """Content hashes of the feature-cache files the item points at (missing ones hash to '')."""
+    """Content hashes of the feature-cache files the item points at (missing, unreadable and
+    non-regular ones hash to ''; a FIFO or device is never opened)."""
     hashes = []
     for ref in item.cache_refs:
         try:
-            hashes.append(hashlib.sha1(Path(ref).read_bytes()).hexdigest())
-        except OSError:
+            hashes.append(sha1_regular(ref))
+        except (SignalchainError, OSError):
             hashes.append("")
     item.cache_hashes = hashes

@@ -45,6 +45,7 @@ class Item:
     artist: str | None = None
     cache_refs: list[str] = field(default_factory=list)  # resolved paths of cached features
     cache_hashes: list[str] = field(default_factory=list)
+    name_note: str | None = None  # why the file's name itself is a problem (not UTF-8)
 
     @property
     def where(self) -> str:
@@ -73,7 +74,7 @@ class Item:
 class Measure:
     """What decoding the audio showed. `problem` set: nothing else is meaningful."""
 
-    problem: str | None = None  # "missing", "unreadable: why", "empty"
+    problem: str | None = None  # "missing[: why]", "unreadable: why", "empty: why", "not regular: why", "sample rate: why"
     sample_rate: int = 0
     channels: int = 0
     samples: int = 0
@@ -81,6 +82,8 @@ class Measure:
     total: float = 0.0  # sum of the mono samples (float64), for normalisation statistics
     total_sq: float = 0.0
     audio_hash: str = ""
+    frames_claimed: int = 0  # what the header claims, when more than `samples` decoded (else 0)
+    read_error: str | None = None  # why decoding stopped before the end the header claims
     fp: Fingerprint | None = None
 
     @property
@@ -91,4 +94,5 @@ class Measure:
         """Everything but the fingerprint arrays, as plain JSON (for the cache and the report)."""
         return {"problem": self.problem, "sample_rate": self.sample_rate, "channels": self.channels,
                 "samples": self.samples, "summary": self.summary, "total": self.total,
-                "total_sq": self.total_sq, "audio_hash": self.audio_hash}
+                "total_sq": self.total_sq, "audio_hash": self.audio_hash, "frames_claimed": self.frames_claimed,
+                "read_error": self.read_error}

@@ -23,9 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from ..audio._files import display_path
 from ..audio.fingerprint import DIM
 from ..checks.base import make, run_check
-from ..findings import Finding, sort_findings
+from ..findings import Finding, check_failed, sort_findings
 from .cache import FingerprintCache, file_key
 from .inputs import read_sampler, read_stats, sampler_evidence
 from .judge_items import judge_captions, judge_item
@@ -110,9 +111,16 @@ def _cap(findings: list[Finding]) -> list[Finding]:
 def _read_sources(sources: Sequence[Source], findings: list[Finding]) -> list[Item]:
     items: list[Item] = []
     for source in sources:
-        got = []
-        for x in read_items(source):
-            (findings.append if isinstance(x, Finding) else got.append)(x)  # type: ignore[arg-type]
+        got: list[Item] = []
+        try:
+            for x in read_items(source):
+                (findings.append if isinstance(x, Finding) else got.append)(x)  # type: ignore[arg-type]
+        except Exception as exc:  # a source broken in a way nobody foresaw: what was read counts
+            shown = display_path(source.path)
+            findings.append(make("manifest.invalid", "error", STAGE_DATASET,
+                                 f"{shown}: reading stopped after {len(got)} examples ({type(exc).__name__}: "
+                                 f"{str(exc)[:200]})", "audit.sources", hint="fix the source; the examples read "
+                                 "before the stop are audited", manifest=shown))
         if source.kind == "folder" and not any(i.sidecar and Path(i.sidecar).is_file() for i in got):
             for i in got:  # a plain folder without any sidecar has no metadata convention to miss
                 i.sidecar = None
@@ -203,8 +211,12 @@ def _cross_split(sink: _Collector, cache: FingerprintCache, workers: int, fitted
     paths_of = [sink.kept[n][2] for n in order]
     out = run_check("audit.captions", judge_captions, [sink.captions[n] for n in sorted(sink.captions)])
     progress.say("searching for the same audio across splits")
-    matches, search = find_matches(entries, windows, lambda i: cache.frames(paths_of[i]), threads=max(1, workers),
-                                   progress=progress.say)
+    try:
+        matches, search = find_matches(entries, windows, lambda i: cache.frames(paths_of[i]),
+                                       threads=max(1, workers), progress=progress.say)
+    except Exception as exc:  # the search failing is one finding; the per-file results stand
+        out.append(check_failed("audit.search", exc))
+        matches, search = [], {}
     out += run_check("audit.shared_ids", judge_shared_ids, entries)
     for name, fn in (("matches", judge_matches), ("alternate_versions", judge_alternate_versions),
                      ("cache_refs", judge_cache_refs)):
@@ -246,11 +258,15 @@ def run_audit(paths: Sequence[str] = (), splits: Sequence[tuple[str, str]] = (),
                 keys[item.path] = key
             if hit is not None:
                 cached[n] = hit
-            pending.append((n, item, key is not None and hit is None))
+            pending.append((n, item, hit is None and item.path is not None))  # a missing path: measure names why
         progress.say(f"measuring {len(items)} examples ({len(cached)} from the cache) with {workers} worker(s)")
         sink = _Collector(cache, keys, cached, max_caption_tokens)
         _dispatch([pending[i : i + CHUNK] for i in range(0, len(pending), CHUNK)], workers, sink, progress)
         sink.flush()
+        if cache.damaged_rows:
+            findings.append(make("audit.cache", "info", None, f"{cache.damaged_rows} damaged rows of the fingerprint "
+                                 f"cache {display_path(cache.path)} were ignored; those files were measured again",
+                                 "audit.cache", damaged_rows=cache.damaged_rows))
         t1 = time.perf_counter()
         findings += sink.item_findings()
         more, entries, matches, search = _cross_split(sink, cache, workers, fitted, sampled, sampler_file, progress)
