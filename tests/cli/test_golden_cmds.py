@@ -31,11 +31,14 @@ def test_capture_writes_a_golden_and_json(golden, tmp_path):
 
 
 def test_compare_with_a_fresh_run_is_identical(golden, runner, tmp_path):
-    res = runner.invoke(cli, ["compare", str(golden), "--json", str(tmp_path / "r.json")])
+    # the golden names its pipeline by a file path, which compare never runs on the manifest's word
+    res = runner.invoke(cli, ["compare", str(golden), "--pipeline", TOY, "--json", str(tmp_path / "r.json")])
     assert res.exit_code == 0, res.output
     assert "identical" in res.output
+    assert f"re-running pipeline {TOY} (from --pipeline)" in res.output
     rep = json.loads((tmp_path / "r.json").read_text())
     assert rep["comparison"]["identical"] is True and rep["comparison"]["first_divergence"] is None
+    assert rep["pipeline"] == {"spec": TOY, "source": "--pipeline", "seed": 1}
 
 
 @pytest.mark.parametrize("change,stage", [("crop", "crop"), ("tokens", "tokens"), ("mask", "mask.loss"), ("loss", "loss")])

@@ -81,16 +81,14 @@ def test_bit_flip_is_refused(golden_dir):
         load_golden(path)
 
 
-def test_tampered_value_with_refreshed_file_hash_is_refused(golden_dir):
+def test_tampered_value_with_refreshed_file_hash_is_refused(golden_dir, forge):
     path, _ = golden_dir
     from safetensors.numpy import load_file
 
     arrays = load_file(str(path / "values.safetensors"))
     arrays["tokens"] = arrays["tokens"] + 1
     save_file(arrays, str(path / "values.safetensors"))
-    manifest = json.loads((path / "manifest.json").read_text())
-    manifest["files"]["values.safetensors"] = store_mod._file_sha256(path / "values.safetensors")
-    (path / "manifest.json").write_text(json.dumps(manifest))
+    forge.refresh_file(path, "values.safetensors")  # file hash refreshed and the manifest resealed
     with pytest.raises(GoldenFileError, match="value of stage 'tokens' does not match its sha256"):
         load_golden(path)
 
@@ -112,13 +110,11 @@ def test_damaged_manifest_is_refused(golden_dir):
         load_golden(path)
 
 
-def test_pickle_instead_of_safetensors_is_refused_without_unpickling(golden_dir, monkeypatch):
+def test_pickle_instead_of_safetensors_is_refused_without_unpickling(golden_dir, monkeypatch, forge):
     path, _ = golden_dir
     f = path / "values.safetensors"
     f.write_bytes(pickle.dumps({"tokens": np.zeros(3)}, protocol=4))
-    manifest = json.loads((path / "manifest.json").read_text())
-    manifest["files"]["values.safetensors"] = store_mod._file_sha256(f)
-    (path / "manifest.json").write_text(json.dumps(manifest))
+    forge.refresh_file(path, "values.safetensors")
     monkeypatch.setattr(pickle, "loads", lambda *a, **k: pytest.fail("unpickled!"))
     with pytest.raises(GoldenFileError, match="values.safetensors: holds a pickle"):
         load_golden(path)
@@ -132,12 +128,12 @@ def test_torch_save_archive_is_refused(golden_dir):
         load_golden(path)
 
 
-def test_pickle_storage_in_manifest_is_refused(golden_dir):
+def test_pickle_storage_in_manifest_is_refused(golden_dir, forge):
     path, _ = golden_dir
-    manifest = json.loads((path / "manifest.json").read_text())
+    manifest = forge.read(path)
     manifest["stages"][0]["value"] = {"storage": "pickle", "path": "x.pkl"}
-    (path / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(GoldenFileError, match="uses storage 'pickle'; allowed: safetensors, inline"):
+    forge.write(path, manifest)  # resealed: the schema itself refuses it
+    with pytest.raises(GoldenFileError, match=r"manifest\.json: field stages\[0\]\.value: .*'pickle'.*'safetensors', 'inline'"):
         load_golden(path)
 
 
@@ -161,7 +157,7 @@ def test_crash_mid_save_leaves_the_earlier_golden_loadable(golden_dir, monkeypat
         raise OSError("disk full (simulated)")
 
     monkeypatch.setattr(store_mod, "save_file", crash)
-    with pytest.raises(OSError, match="simulated"):
+    with pytest.raises(GoldenFileError, match="could not be written.*simulated.*earlier golden, if any, is intact"):
         save_golden(path, run_golden(toy, seed=4).trace, {})
     after = load_golden(path)
     assert compare_traces(before, after.trace).identical

@@ -1,16 +1,34 @@
-"""`capture`, `compare`, `inspect`: the golden batch on the command line."""
+"""`capture`, `compare`, `inspect`: the golden batch on the command line.
+
+A golden is data, never code: `compare` re-runs the pipeline named with `--pipeline`, or the
+manifest's spec only when it is an importable module (`golden/replay.py`), and says which it ran.
+Every bad option is a usage error (exit 2, one line), checked before anything slow runs.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
 from ..checks.golden import divergence_findings
-from ..errors import UsageError
+from ..errors import PipelineError, UsageError
 from ..experiments.capture import run_golden
 from ..findings import Finding, Severity, exit_code
-from ..golden import Tolerance, collect_provenance, compare_traces, load_golden, save_golden
+from ..golden import (
+    Tolerance,
+    check_target,
+    collect_provenance,
+    compare_traces,
+    load_golden,
+    load_manifest_pipeline,
+    manifest_pipeline_spec,
+    save_golden,
+)
+from ..pipeline import capabilities
 from ..report import (
     console,
     print_comparison,
@@ -20,17 +38,81 @@ from ..report import (
     render_inspect,
     write_json,
 )
-from ._common import common_options, guarded, hf_options, parse_tolerances, resolve_pipeline
+from ..trace import Trace
+from ._common import (
+    BUILTIN_PIPELINES,
+    DEFAULT_PIPELINE,
+    common_options,
+    guarded,
+    hf_options,
+    resolve_pipeline,
+)
 
-__all__ = ["capture", "compare", "inspect"]
+__all__ = ["capture", "compare", "inspect", "parse_stage_tolerances"]
+
+_MAX_SEED = 2**32 - 1  # numpy's seeds stop here
 
 fault_option = click.option("--fault", "faults", multiple=True, metavar="NAME",
                             help="Inject a catalogue fault (reference pipeline); repeatable.")
 
 
+def _check_seed(seed: int) -> int:
+    if not 0 <= seed <= _MAX_SEED:
+        raise UsageError(f"--seed {seed} is not a seed: give an integer from 0 to {_MAX_SEED}")
+    return seed
+
+
+def _with_faults(pipe: Any, spec: str, faults: Sequence[str]) -> Any:
+    """The pipeline with catalogue faults injected; an unknown fault is a usage error, found now."""
+    if not faults:
+        return pipe
+    if "with_faults" not in capabilities(pipe):
+        raise UsageError(f"--fault needs a pipeline with with_faults(names), such as the reference pipeline; {spec!r} has none")
+    if "fault_catalogue" in capabilities(pipe):
+        known = [str(f.get("name")) for f in pipe.fault_catalogue()]
+        unknown = [f for f in faults if f not in known]
+        if unknown:
+            raise UsageError(f"unknown fault {unknown[0]!r}; {spec} knows {len(known)} faults "
+                             f"(e.g. {', '.join(known[:4])}); `signalchain faults --list` lists them")
+    try:
+        return pipe.with_faults(list(faults))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"--fault {', '.join(faults)}: {exc}") from None
+
+
+def _finite_tolerance(option: str, text: str, value: float) -> float:
+    if not math.isfinite(value) or value < 0:
+        raise UsageError(f"{option} {text!r} is not a tolerance: give a finite number >= 0 (e.g. 1e-5)")
+    return value
+
+
+def parse_stage_tolerances(items: Sequence[str], golden: Trace, atol: float) -> dict[str, Tolerance]:
+    """`STAGE=RTOL[,ATOL]` for stages of `golden`: one or two finite non-negative numbers each."""
+    out: dict[str, Tolerance] = {}
+    for item in items:
+        stage, sep, vals = item.partition("=")
+        parts = vals.split(",")
+        if not sep or not stage or not 1 <= len(parts) <= 2:
+            raise UsageError(f"--tol {item!r} is not STAGE=RTOL[,ATOL] (e.g. --tol logits=1e-3,1e-5)")
+        try:
+            numbers = [float(p) for p in parts]
+        except ValueError:
+            raise UsageError(f"--tol {item!r} is not STAGE=RTOL[,ATOL] (e.g. --tol logits=1e-3,1e-5)") from None
+        for text, value in zip(parts, numbers):
+            if not math.isfinite(value) or value < 0:
+                raise UsageError(f"--tol {item!r}: {text!r} is not a tolerance; give finite numbers >= 0")
+        if stage not in golden:
+            raise UsageError(f"--tol {item!r}: the golden has no stage {stage!r}; its stages: {', '.join(golden.names())}")
+        if stage in out:
+            raise UsageError(f"--tol gives stage {stage!r} twice")
+        out[stage] = Tolerance(numbers[0], numbers[1] if len(numbers) > 1 else atol)
+    return out
+
+
 @click.command()
 @click.argument("pipeline", required=False)
-@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Golden batch folder to write.")
+@click.option("--out", "out", required=True, metavar="DIR",
+              help="Golden batch folder to write: a missing or empty folder, or an existing golden.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @fault_option
 @hf_options
@@ -41,7 +123,10 @@ def capture(pipeline: str | None, out: str, seed: int, faults: tuple[str, ...], 
             debug: bool) -> int:
     """Record the golden batch of PIPELINE (default: the reference pipeline) with full values."""
     con = console()
-    pipe, spec = resolve_pipeline(pipeline, faults, hf_musicgen, data, hf_set)
+    _check_seed(seed)
+    check_target(out)  # before the run: refuse to overwrite what is not a golden
+    pipe, spec = resolve_pipeline(pipeline, (), hf_musicgen, data, hf_set)
+    pipe = _with_faults(pipe, spec, faults)
     with con.status(f"capturing the golden batch of {pipe.name} (seed {seed})…"):
         run = run_golden(pipe, seed)
         prov = collect_provenance(pipe, spec=spec, seed=seed, faults=list(faults))
@@ -60,10 +145,32 @@ def capture(pipeline: str | None, out: str, seed: int, faults: tuple[str, ...], 
     return exit_code(findings)
 
 
+def _rerun(g: Any, pipeline: str | None, faults: tuple[str, ...], con: Any) -> tuple[Trace, str, dict[str, Any]]:
+    """Re-run the chosen pipeline on the golden batch; say which one ran and why that one."""
+    if pipeline:
+        source = "--pipeline"
+        pipe, spec = resolve_pipeline(pipeline, ())
+    else:
+        source = "the golden's manifest"
+        spec = manifest_pipeline_spec(g.provenance.get("pipeline_spec"), g.path, DEFAULT_PIPELINE, BUILTIN_PIPELINES)
+        pipe = load_manifest_pipeline(spec)
+    pipe = _with_faults(pipe, spec, faults)
+    seed = int(g.provenance.get("seed") or 0)
+    captured = list(g.provenance.get("faults") or [])
+    if captured and captured != list(faults):
+        con.print(f"[yellow]note[/yellow]: the golden was captured with faults {captured}; this run uses {list(faults) or 'none'}")
+    con.print(f"re-running pipeline {spec} (from {source}) on the golden batch, seed {seed}")
+    with con.status(f"re-running {pipe.name} on the golden batch (seed {seed})…"):
+        trace = run_golden(pipe, seed).trace
+    label = f"{pipe.name} now" + (f" with faults {', '.join(faults)}" if faults else "")
+    return trace, label, {"spec": spec, "source": source, "seed": seed}
+
+
 @click.command()
-@click.argument("golden", type=click.Path(exists=True, file_okay=False))
-@click.argument("golden2", required=False, type=click.Path(exists=True, file_okay=False))
-@click.option("--pipeline", "pipeline", default=None, help="Pipeline to re-run (default: the one in the golden's provenance).")
+@click.argument("golden")
+@click.argument("golden2", required=False)
+@click.option("--pipeline", "pipeline", default=None,
+              help="Pipeline to re-run (default: the golden's, when it names an importable module).")
 @click.option("--rtol", type=float, default=1e-5, show_default=True, help="Relative tolerance for floats.")
 @click.option("--atol", type=float, default=1e-6, show_default=True, help="Absolute tolerance for floats.")
 @click.option("--tol", "tols", multiple=True, metavar="STAGE=RTOL[,ATOL]", help="Per-stage tolerance; repeatable.")
@@ -78,27 +185,27 @@ def compare(golden: str, golden2: str | None, pipeline: str | None, rtol: float,
     Exit 1 when they diverge; the first divergent stage is printed with the numbers that differ.
     """
     con = console()
-    g = load_golden(golden)
+    _finite_tolerance("--rtol", str(rtol), rtol)
+    _finite_tolerance("--atol", str(atol), atol)
     if golden2 and (pipeline or faults):
         raise UsageError("give either a second golden or --pipeline/--fault, not both")
+    g = load_golden(golden)
+    per_stage = parse_stage_tolerances(tols, g.trace, atol)
+    ran: dict[str, Any] = {}
     if golden2:
         new_trace, label = load_golden(golden2).trace, str(golden2)
     else:
-        spec = pipeline or g.provenance.get("pipeline_spec")
-        seed = int(g.provenance.get("seed") or 0)
-        pipe, spec = resolve_pipeline(spec, faults)
-        captured = list(g.provenance.get("faults") or [])
-        if captured and captured != list(faults):
-            con.print(f"[yellow]note[/yellow]: the golden was captured with faults {captured}; this run uses {list(faults) or 'none'}")
-        with con.status(f"re-running {pipe.name} on the golden batch (seed {seed})…"):
-            new_trace = run_golden(pipe, seed).trace
-        label = f"{pipe.name} now" + (f" with faults {', '.join(faults)}" if faults else "")
-    per_stage = {s: Tolerance(r, a if a is not None else atol) for s, (r, a) in parse_tolerances(tols).items()}
+        try:
+            new_trace, label, ran = _rerun(g, pipeline, faults, con)
+        except SystemExit as exc:  # a pipeline that exits must not pass for a clean comparison
+            raise PipelineError(f"the pipeline exited (SystemExit {exc.code!r}) instead of running; "
+                                "no comparison was made") from None
     comparison = compare_traces(g.trace, new_trace, Tolerance(rtol, atol), per_stage)
     findings: list[Finding] = divergence_findings(comparison)
     print_comparison(comparison, con)
     if json_path:
-        write_json(json_path, findings, comparison=comparison.to_dict(), golden=str(g.path), new=label)
+        write_json(json_path, findings, comparison=comparison.to_dict(), golden=str(g.path), new=label,
+                   pipeline=ran or None)
     if html_path:
         with con.status("rendering HTML…"):
             render_compare(comparison, g.trace, new_trace, g.provenance, findings, label).write(html_path)
@@ -107,14 +214,14 @@ def compare(golden: str, golden2: str | None, pipeline: str | None, rtol: float,
 
 
 @click.command()
-@click.argument("golden", type=click.Path(exists=True, file_okay=False))
+@click.argument("golden")
 @common_options()
 @guarded
 def inspect(golden: str, json_path: str | None, html_path: str | None, debug: bool) -> int:
     """Show every stage of GOLDEN in pipeline order; --html adds pictures and audio players."""
     con = console()
     g = load_golden(golden)
-    print_trace(g.trace, con, title=f"{g.provenance.get('pipeline')} golden batch · {Path(golden)}")
+    print_trace(g.trace, con, title=f"{g.provenance.get('pipeline')} golden batch · {Path(g.path)}")
     findings = list(g.trace.problems)
     if not any(r.kind == "audio" for r in g.trace):
         findings.append(Finding("inspect.no_audio", Severity.INFO, None, "the golden batch has no audio stage to listen to",

@@ -1,7 +1,10 @@
 """Layer 2: golden batches on disk, provenance, and trace comparison."""
 
+from ._swap import check_target
 from .compare import Comparison, StageDiff, Tolerance, compare_records, compare_traces
 from .provenance import collect_provenance, config_hash, git_state, package_versions
+from .replay import load_manifest_pipeline, manifest_pipeline_spec
+from .schema import manifest_checksum
 from .store import SCHEMA, SCHEMA_VERSION, Golden, load_golden, save_golden, wav_name
 
 __all__ = [
@@ -11,12 +14,16 @@ __all__ = [
     "Golden",
     "StageDiff",
     "Tolerance",
+    "check_target",
     "collect_provenance",
     "compare_records",
     "compare_traces",
     "config_hash",
     "git_state",
     "load_golden",
+    "load_manifest_pipeline",
+    "manifest_checksum",
+    "manifest_pipeline_spec",
     "package_versions",
     "save_golden",
     "wav_name",

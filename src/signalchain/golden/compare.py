@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import UsageError
 from ..findings import jsonable
 from ..trace import StageRecord, Trace
 
@@ -23,8 +24,17 @@ __all__ = ["Tolerance", "StageDiff", "Comparison", "compare_traces", "compare_re
 
 @dataclass(frozen=True)
 class Tolerance:
+    """`|a - b| <= atol + rtol * |a|`; both finite and non-negative (a NaN or negative one would
+    turn every comparison into a false divergence, or a false match)."""
+
     rtol: float = 1e-5
     atol: float = 1e-6
+
+    def __post_init__(self) -> None:
+        for name in ("rtol", "atol"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise UsageError(f"{name} {value!r} is not a tolerance: give a finite number >= 0 (e.g. 1e-5)")
 
 
 @dataclass
@@ -181,8 +191,15 @@ def compare_records(a: StageRecord, b: StageRecord, tol: Tolerance = Tolerance()
 
 def compare_traces(golden: Trace, new: Trace, tolerance: Tolerance = Tolerance(),
                    per_stage: Mapping[str, Tolerance] | None = None) -> Comparison:
-    """Align by stage name in the golden's order; stages missing from `new` diverge, extra ones are listed."""
+    """Align by stage name in the golden's order; stages missing from `new` diverge, extra ones are listed.
+
+    A per-stage tolerance for a stage the golden does not have is refused (it would silently do nothing).
+    """
     per_stage = dict(per_stage or {})
+    unknown = [s for s in per_stage if s not in golden]
+    if unknown:
+        raise UsageError(f"tolerance for stage {unknown[0]!r}, which the golden does not have; its stages: "
+                         f"{', '.join(golden.names())}")
     diffs: list[StageDiff] = []
     for rec in golden:
         other = new.get(rec.name)

@@ -1,7 +1,12 @@
 """Save and load a golden batch (DESIGN §5): manifest + safetensors + one WAV per audio stage.
 
-Nothing here unpickles. Loading verifies the schema version, the sha256 of every file and of every
-value, and refuses anything damaged or changed with a `GoldenFileError` naming the file.
+A golden is data, never code. Nothing here unpickles or calls `torch.load`. Loading refuses, with
+a `GoldenFileError` naming the file: symlinks anywhere in the folder; pickles and torch archives
+(by their first bytes); a manifest that is not strict JSON, not of this schema version, whose
+self-checksum fails (a hand edit) or whose structure fails the strict schema (`schema.py`); a file
+whose sha256 is not the manifest's; an array whose dtype, shape or content is not its stage's
+(`verify.py`). Saving writes a temporary sibling folder and swaps it in by renames (`_swap.py`), so
+that one complete golden exists at every instant.
 """
 
 from __future__ import annotations
@@ -9,29 +14,29 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load as load_safetensors
+from safetensors.numpy import save_file
 
-from .._atomic import atomic_directory, previous_dir
 from ..audio.io import join_examples, write_audio
-from ..errors import GoldenFileError
+from ..errors import GoldenFileError, SignalchainError
 from ..findings import jsonable
 from ..stats import as_batch_audio, content_hash
 from ..trace import StageRecord, Trace
+from . import _swap
+from ._files import MANIFEST, VALUES, golden_folder, read_file, refuse_code, refuse_links
+from .schema import SCHEMA, SCHEMA_VERSION, canonical_json, parse_manifest, seal, validate_manifest
+from .verify import check_arrays, check_manifest, inline_value
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "Golden", "save_golden", "load_golden", "wav_name"]
 
-SCHEMA = "signalchain.golden"
-SCHEMA_VERSION = 1
-MANIFEST = "manifest.json"
-VALUES = "values.safetensors"
-_PICKLE_MAGIC = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")
-_ZIP_MAGIC = b"PK\x03\x04"  # torch.save's archive format, which holds pickles
-_STORAGES = ("safetensors", "inline")
+_MISSING = "is listed in manifest.json but missing"
 
 
 @dataclass
@@ -53,12 +58,8 @@ def wav_name(stage: str) -> str:
     return "audio/" + "".join(c if c.isalnum() or c in "._-" else "_" for c in stage) + ".wav"
 
 
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def _inline(value: Any) -> Any:
@@ -68,133 +69,146 @@ def _inline(value: Any) -> Any:
     return jsonable(value)
 
 
-def save_golden(path: str | Path, trace: Trace, provenance: dict[str, Any], *, write_wavs: bool = True) -> Path:
-    """Write `trace` (recorded with values) as a golden batch at `path`, atomically."""
-    path = Path(path)
+def _unique_wav(stage: str, taken: set[str]) -> str:
+    rel, n = wav_name(stage), 1
+    while rel in taken:  # "a b" and "a_b" would share a file
+        rel = wav_name(f"{stage}_{n}")
+        n += 1
+    taken.add(rel)
+    return rel
+
+
+def _plan(trace: Trace, write_wavs: bool) -> tuple[list[dict[str, Any]], dict[str, np.ndarray], dict[str, Any]]:
+    """Stage headers, the arrays for safetensors, and the WAVs to write (relative path → audio, rate)."""
     arrays: dict[str, np.ndarray] = {}
-    stages = []
+    stages, wavs, taken = [], {}, set()
+    for rec in trace:
+        header = rec.header()
+        meta, summary = dict(header["meta"]), dict(header["summary"])
+        if rec.kind in ("tensor", "audio"):
+            arr = np.ascontiguousarray(rec.value)
+            arrays[rec.name] = arr
+            digest = content_hash(arr)
+            entry = {"storage": "safetensors", "key": rec.name, "sha256": digest}
+            # facts of the value itself, so that the loader can hold the manifest to them
+            summary.update(dtype=str(arr.dtype), shape=list(arr.shape), hash=digest)
+            meta.pop("wav", None)
+            if rec.kind == "audio" and write_wavs and rec.sample_rate and 1 <= arr.ndim <= 3:
+                joined, segments = join_examples(as_batch_audio(arr), rec.sample_rate)
+                rel = _unique_wav(rec.name, taken)
+                wavs[rel] = (joined, rec.sample_rate)
+                meta["wav"] = {"path": rel, "segments": segments}
+        else:
+            data = _inline(rec.value)
+            digest = content_hash(data)
+            entry = {"storage": "inline", "data": data, "sha256": digest}
+            summary["hash"] = digest
+            if rec.kind == "scalar":
+                summary["value"] = data
+        header.update(meta=meta, summary=summary, value=entry)
+        stages.append(jsonable(header))
+    return stages, arrays, wavs
+
+
+def save_golden(path: str | Path, trace: Trace, provenance: dict[str, Any], *, write_wavs: bool = True) -> Path:
+    """Write `trace` (recorded with values) as a golden batch at `path`, atomically.
+
+    `path` must be missing, an empty folder or an existing golden (`UsageError` otherwise, naming
+    what would have been destroyed). What is written is checked as `load_golden` would check it
+    before it replaces anything.
+    """
+    path = _swap.check_target(path)
     missing = [r.name for r in trace if r.value is None]
     if missing:
         raise GoldenFileError(
             f"{path}: stages {missing} were recorded without values; record with values=True to save a golden"
         )
-    with atomic_directory(path) as tmp:
-        for rec in trace:
-            header = rec.header()
-            meta = dict(header["meta"])
-            if rec.kind in ("tensor", "audio"):
-                arr = np.ascontiguousarray(rec.value)
-                arrays[rec.name] = arr
-                entry = {"storage": "safetensors", "key": rec.name, "sha256": content_hash(arr)}
-                if rec.kind == "audio" and write_wavs and rec.sample_rate and arr.ndim >= 1:
-                    joined, segments = join_examples(as_batch_audio(arr), rec.sample_rate)
-                    rel = wav_name(rec.name)
-                    write_audio(tmp / rel, joined, rec.sample_rate)
-                    meta["wav"] = {"path": rel, "segments": segments}
-            else:
-                data = _inline(rec.value)
-                entry = {"storage": "inline", "data": data, "sha256": content_hash(data)}
-            header["meta"] = meta
-            header["value"] = entry
-            stages.append(header)
+    stages, arrays, wavs = _plan(trace, write_wavs)
+    files = {VALUES: "0" * 64, **{rel: "0" * 64 for rel in wavs}}
+    manifest = {"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "provenance": jsonable(provenance),
+                "files": files, "stages": stages, "problems": [p.to_dict() for p in trace.problems]}
+    _refuse_unloadable(path, manifest)
+    _swap.sweep_stale(path)
+    tmp = _swap.make_temp(path)
+    try:
         save_file(arrays, str(tmp / VALUES), metadata={"schema": SCHEMA})
-        files = {VALUES: _file_sha256(tmp / VALUES)}
-        for st in stages:
-            wav = st["meta"].get("wav")
-            if wav:
-                files[wav["path"]] = _file_sha256(tmp / wav["path"])
-        manifest = {
-            "schema": SCHEMA,
-            "schema_version": SCHEMA_VERSION,
-            "provenance": jsonable(provenance),
-            "files": files,
-            "stages": stages,
-            "problems": [p.to_dict() for p in trace.problems],
-        }
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, allow_nan=False), encoding="utf-8")
+        for rel, (audio, rate) in wavs.items():
+            write_audio(tmp / rel, audio, rate)
+        for rel in files:
+            files[rel] = _sha256((tmp / rel).read_bytes())
+        _write_manifest(tmp / MANIFEST, seal(manifest))
+        _swap.fsync_tree(tmp)
+        load_golden(tmp)  # the loader's own verdict on what is about to replace the old golden
+        _swap.swap_in(tmp, path)
+    except SignalchainError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise GoldenFileError(f"{path}: the golden could not be written ({exc.strerror or exc}); the earlier "
+                              "golden, if any, is intact") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return path
 
 
-def _refuse(path: Path, what: str) -> GoldenFileError:
-    return GoldenFileError(f"{path}: {what}")
-
-
-def _read_manifest(folder: Path) -> dict[str, Any]:
-    mpath = folder / MANIFEST
-    if not mpath.is_file():
-        raise _refuse(mpath, "missing; a golden batch folder holds manifest.json, values.safetensors and audio/")
-    raw = mpath.read_bytes()
-    if raw[:2] in _PICKLE_MAGIC or raw[:4] == _ZIP_MAGIC:
-        raise _refuse(mpath, "is a pickle or torch archive, not JSON; signalchain never unpickles")
+def _refuse_unloadable(path: Path, manifest: dict[str, Any]) -> None:
+    """Refuse, before writing anything, a trace whose manifest the loader would refuse."""
+    mpath = path / MANIFEST
     try:
-        manifest = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _refuse(mpath, f"is not valid JSON ({exc}); the file is damaged or truncated") from None
-    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
-        raise _refuse(mpath, f"is not a signalchain golden manifest (schema {manifest.get('schema') if isinstance(manifest, dict) else None!r}, expected {SCHEMA!r})")
-    version = manifest.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise _refuse(mpath, f"schema version {version!r} is not supported (this signalchain reads {SCHEMA_VERSION}); recapture it or use the signalchain that wrote it")
-    for key in ("files", "stages", "provenance"):
-        if key not in manifest:
-            raise _refuse(mpath, f"lacks {key!r}; the file is damaged")
-    return manifest
+        sealed = seal(manifest)
+        parse_manifest(canonical_json(sealed), mpath)
+        check_manifest(validate_manifest(sealed, mpath), mpath)
+    except (GoldenFileError, ValueError, RecursionError) as exc:
+        raise GoldenFileError(f"{path}: this trace cannot be saved as a golden: {exc}") from None
 
 
-def _check_file(folder: Path, rel: str, expected: str) -> Path:
-    fpath = folder / rel
-    if not fpath.is_file():
-        raise _refuse(fpath, "is listed in manifest.json but missing")
-    with open(fpath, "rb") as fh:
-        head = fh.read(4)
-    if head[:2] in _PICKLE_MAGIC or head == _ZIP_MAGIC:
-        raise _refuse(fpath, "holds a pickle (or a torch.save archive); signalchain never unpickles - save values as safetensors")
-    actual = _file_sha256(fpath)
-    if actual != expected:
-        raise _refuse(fpath, f"sha256 {actual[:12]}… does not match the manifest's {expected[:12]}…: the file was changed or damaged after capture")
-    return fpath
+def _write_manifest(mpath: Path, manifest: dict[str, Any]) -> None:
+    with open(mpath, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(manifest, indent=1, allow_nan=False))
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _read_values(folder: Path, files: dict[str, str]) -> bytes:
+    """Every listed file exists, is a real file, holds no pickle and has the manifest's sha256."""
+    values = b""
+    for rel in sorted(files):
+        fpath = folder / rel
+        data = read_file(fpath, _MISSING)
+        refuse_code(fpath, data[:4])
+        actual = _sha256(data)
+        if actual != files[rel]:
+            raise GoldenFileError(f"{fpath}: sha256 {actual[:12]}… does not match the manifest's {files[rel][:12]}…: "
+                                  "the file was changed or damaged after capture")
+        if rel == VALUES:
+            values = data
+    return values
 
 
 def load_golden(path: str | Path) -> Golden:
     """Load and verify a golden batch; raise `GoldenFileError` naming the file at the first problem."""
-    folder = Path(path)
-    if not folder.exists() and previous_dir(folder).exists():
-        folder = previous_dir(folder)  # a save was interrupted between its two renames
-    if not folder.is_dir():
-        raise GoldenFileError(f"{folder}: no golden batch here (expected a folder made by `signalchain capture`)")
-    manifest = _read_manifest(folder)
-    files = manifest["files"]
-    if VALUES not in files:
-        raise _refuse(folder / MANIFEST, f"does not list {VALUES}")
-    for rel, sha in files.items():
-        if Path(rel).is_absolute() or ".." in Path(rel).parts:
-            raise _refuse(folder / MANIFEST, f"lists a file outside the golden folder: {rel!r}")
-        _check_file(folder, rel, sha)
+    folder = golden_folder(path)
+    refuse_links(folder)
+    mpath = folder / MANIFEST
+    raw = read_file(mpath, "missing; a golden batch folder holds manifest.json, values.safetensors and audio/")
+    refuse_code(mpath, raw[:4])
+    obj = parse_manifest(raw, mpath)
+    manifest = validate_manifest(obj, mpath)
+    check_manifest(manifest, mpath)
+    values = _read_values(folder, dict(manifest.files))
     try:
-        arrays = load_file(str(folder / VALUES))
-    except Exception as exc:
-        raise _refuse(folder / VALUES, f"is not a readable safetensors file ({exc})") from None
+        arrays = load_safetensors(values)
+    except Exception as exc:  # the Rust parser's errors; nothing in it can run code
+        raise GoldenFileError(f"{folder / VALUES}: is not a readable safetensors file ({type(exc).__name__}: "
+                              f"{str(exc)[:200]})") from None
+    check_arrays(manifest, arrays, folder)
     trace = Trace()
-    for st in manifest["stages"]:
-        value_entry = st.get("value") or {}
-        storage = value_entry.get("storage")
-        if storage not in _STORAGES:
-            raise _refuse(folder / MANIFEST, f"stage {st.get('name')!r} uses storage {storage!r}; allowed: {', '.join(_STORAGES)}")
-        if storage == "safetensors":
-            key = value_entry.get("key")
-            if key not in arrays:
-                raise _refuse(folder / VALUES, f"has no tensor {key!r} for stage {st.get('name')!r}")
-            value: Any = arrays[key]
-        else:
-            value = value_entry.get("data")
-        if content_hash(value) != value_entry.get("sha256"):
-            raise _refuse(folder / (VALUES if storage == "safetensors" else MANIFEST),
-                          f"value of stage {st.get('name')!r} does not match its sha256: it was changed after capture")
-        if st.get("kind") == "scalar" and isinstance(value, str):
-            value = float(value)
+    for st, raw_st in zip(manifest.stages, obj["stages"]):
+        value = arrays[st.name] if st.value.storage == "safetensors" else inline_value(st)
         trace.append(StageRecord(
-            name=st["name"], order=int(st["order"]), kind=st["kind"], dtype=st["dtype"],
-            shape=list(st["shape"]), device=st["device"], summary=st["summary"], meta=st.get("meta") or {},
-            value=value,
+            name=st.name, order=st.order, kind=st.kind, dtype=st.dtype, shape=list(st.shape), device=st.device,
+            summary=raw_st["summary"], meta=raw_st["meta"], value=value,
         ))
-    return Golden(path=folder, trace=trace, provenance=manifest["provenance"], manifest=manifest)
+    return Golden(path=folder, trace=trace, provenance=obj["provenance"], manifest=obj)

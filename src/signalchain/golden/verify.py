@@ -1,0 +1,170 @@
+"""The meaning of a manifest, checked against itself and against the arrays it describes.
+
+A manifest can be well typed and still wrong: a stage whose recorded dtype or shape is not its
+array's, a value whose sha256 is not its content, a file listed twice or not at all, a WAV path
+that leaves the folder. Each such claim is checked here; the first false one is a
+`GoldenFileError` naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import GoldenFileError
+from ..stats import as_batch_audio, content_hash
+from ._files import AUDIO_DIR, VALUES
+from .schema import InlineValue, Manifest, StageEntry
+
+__all__ = ["check_manifest", "check_arrays", "inline_value", "NONFINITE", "LOW_PRECISION"]
+
+#: Scalars that are not finite are stored as these strings (the manifest is strict JSON).
+NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+#: Torch dtypes numpy lacks: their values are kept as float32 (`_tensor.to_numpy`).
+LOW_PRECISION = re.compile(r"^(bfloat16|float8_\w+)$")
+_FORBIDDEN_IN_NAMES = re.compile(r"[/\\\x00-\x1f\x7f]|\.\.")
+_WAV_FILE = re.compile(r"^[\w.-]+\.wav$")
+
+
+def _bad(path: Path, where: str, what: str) -> GoldenFileError:
+    return GoldenFileError(f"{path}: field {where}: {what}")
+
+
+def _check_stage_name(st: StageEntry, where: str, mpath: Path) -> None:
+    if _FORBIDDEN_IN_NAMES.search(st.name) or st.name != st.name.strip():
+        raise _bad(mpath, f"{where}.name", f"stage name {st.name!r} holds a path separator, '..', a control "
+                   "character or surrounding spaces; stage names are dotted words")
+
+
+def _check_wav(st: StageEntry, where: str, mpath: Path, seen: dict[str, str]) -> str | None:
+    wav = st.meta.wav
+    if wav is None:
+        return None
+    rel = wav.path
+    parts = rel.split("/")
+    if len(parts) != 2 or parts[0] != AUDIO_DIR or not _WAV_FILE.match(parts[1]):
+        raise _bad(mpath, f"{where}.meta.wav.path", f"{rel!r} is not a file of the golden's audio/ folder "
+                   "(expected audio/<name>.wav, no '..', no absolute path)")
+    if st.kind != "audio":
+        raise _bad(mpath, f"{where}.meta.wav", f"stage {st.name!r} is {st.kind}, and only audio stages have a WAV")
+    if rel in seen:
+        raise _bad(mpath, f"{where}.meta.wav.path", f"{rel!r} is also the WAV of stage {seen[rel]!r}")
+    seen[rel] = st.name
+    return rel
+
+
+def _check_inline(st: StageEntry, where: str, mpath: Path) -> None:
+    data = st.value.data  # type: ignore[union-attr]
+    if st.kind == "text":
+        if not isinstance(data, list) or not all(isinstance(t, str) for t in data):
+            raise _bad(mpath, f"{where}.value.data", f"a text stage holds a list of strings; got {type(data).__name__}")
+        if st.shape != [len(data)] or st.dtype != "str":
+            raise _bad(mpath, f"{where}.shape", f"text of {len(data)} strings is recorded as dtype {st.dtype!r}, "
+                       f"shape {st.shape} (expected 'str', [{len(data)}])")
+    elif st.kind == "scalar":
+        ok = (isinstance(data, (int, float)) and not isinstance(data, bool)) or (isinstance(data, str) and data in NONFINITE)
+        if not ok:
+            raise _bad(mpath, f"{where}.value.data", f"a scalar stage holds a number (or 'nan', 'inf', '-inf'); "
+                       f"got {data!r:.40}")
+        if st.shape != []:
+            raise _bad(mpath, f"{where}.shape", f"a scalar has shape []; recorded {st.shape}")
+        if st.summary.get("value") != data:
+            raise _bad(mpath, f"{where}.summary.value", f"{st.summary.get('value')!r:.40} is not the stored "
+                       f"value {data!r:.40}")
+    else:  # json
+        expected = [len(data)] if isinstance(data, list) else []
+        if st.shape != expected:
+            raise _bad(mpath, f"{where}.shape", f"recorded {st.shape}, but the stored JSON has shape {expected}")
+    if content_hash(data) != st.value.sha256:
+        raise GoldenFileError(f"{mpath}: value of stage {st.name!r} does not match its sha256: it was changed "
+                              "after capture")
+
+
+def check_manifest(m: Manifest, mpath: Path) -> None:
+    """Every claim the manifest makes about itself: names, order, storage, files, hashes."""
+    names: set[str] = set()
+    wavs: dict[str, str] = {}
+    for i, st in enumerate(m.stages):
+        where = f"stages[{i}]"
+        _check_stage_name(st, where, mpath)
+        if st.name in names:
+            raise _bad(mpath, f"{where}.name", f"stage {st.name!r} appears twice")
+        names.add(st.name)
+        if st.order != i:
+            raise _bad(mpath, f"{where}.order", f"{st.order} is not the stage's place in the list ({i})")
+        stored = "safetensors" if st.kind in ("tensor", "audio") else "inline"
+        if st.value.storage != stored:
+            raise _bad(mpath, f"{where}.value.storage", f"a {st.kind} stage is stored {stored}, "
+                       f"not {st.value.storage}")
+        if st.summary.get("hash") != st.value.sha256:
+            raise _bad(mpath, f"{where}.summary.hash", "does not match the value's sha256")
+        _check_wav(st, where, mpath, wavs)
+        if isinstance(st.value, InlineValue):
+            _check_inline(st, where, mpath)
+        elif st.value.key != st.name:
+            raise _bad(mpath, f"{where}.value.key", f"{st.value.key!r:.60} is not the stage's name {st.name!r}")
+    listed = set(m.files)
+    expected = {VALUES, *wavs}
+    if listed != expected:
+        extra, missing = sorted(listed - expected), sorted(expected - listed)
+        what = (f"lists {', '.join(map(repr, extra[:3]))}, which no stage stores" if extra
+                else f"does not list {', '.join(map(repr, missing[:3]))}")
+        raise _bad(mpath, "files", f"{what}; a golden lists {VALUES} and one WAV per audio stage")
+
+
+def _check_dtype(st: StageEntry, arr: np.ndarray, where: str, mpath: Path) -> None:
+    stored, shape = str(arr.dtype), list(arr.shape)
+    if st.dtype != stored and not (LOW_PRECISION.match(st.dtype) and stored == "float32"):
+        raise _bad(mpath, f"{where}.dtype", f"stage {st.name!r} is recorded as {st.dtype!r}, but its array in "
+                   f"{VALUES} is {stored}: the manifest was edited or does not belong to that file")
+    if st.shape != shape:
+        raise _bad(mpath, f"{where}.shape", f"stage {st.name!r} is recorded with shape {st.shape}, but its array "
+                   f"in {VALUES} has shape {shape}")
+    for key, actual in (("dtype", stored), ("shape", shape)):
+        if st.summary.get(key) != actual:
+            raise _bad(mpath, f"{where}.summary.{key}", f"{st.summary.get(key)!r:.40} is not its array's {actual}")
+    if st.kind == "audio" and not np.issubdtype(arr.dtype, np.floating):
+        raise _bad(mpath, f"{where}.kind", f"audio stage {st.name!r} holds {stored} values; audio is floating point")
+
+
+def _check_segments(st: StageEntry, arr: np.ndarray, where: str, mpath: Path) -> None:
+    wav = st.meta.wav
+    if wav is None:
+        return
+    if not 1 <= arr.ndim <= 3:
+        raise _bad(mpath, f"{where}.meta.wav", f"an audio array of shape {list(arr.shape)} has no WAV layout")
+    b, _, t = as_batch_audio(arr).shape
+    ok = len(wav.segments) == b and all(end - start == t for start, end in wav.segments)
+    ok = ok and all(a[1] <= b_[0] for a, b_ in zip(wav.segments, wav.segments[1:]))
+    if not ok:
+        raise _bad(mpath, f"{where}.meta.wav.segments", f"do not lay out {b} examples of {t} samples in order")
+
+
+def check_arrays(m: Manifest, arrays: dict[str, np.ndarray], folder: Path) -> None:
+    """Each array is the one its stage describes: same dtype, same shape, same content hash."""
+    vpath, mpath = folder / VALUES, folder / "manifest.json"
+    wanted = {st.value.key: (i, st) for i, st in enumerate(m.stages) if st.value.storage == "safetensors"}  # type: ignore[union-attr]
+    extra = sorted(set(arrays) - set(wanted))
+    if extra:
+        raise GoldenFileError(f"{vpath}: holds tensors no stage describes ({', '.join(map(repr, extra[:3]))}): "
+                              "the file does not belong to this manifest")
+    for key, (i, st) in wanted.items():
+        if key not in arrays:
+            raise GoldenFileError(f"{vpath}: has no tensor {key!r} for stage {st.name!r}")
+        arr, where = arrays[key], f"stages[{i}]"
+        _check_dtype(st, arr, where, mpath)
+        if content_hash(arr) != st.value.sha256:
+            raise GoldenFileError(f"{vpath}: value of stage {st.name!r} does not match its sha256: it was changed "
+                                  "after capture")
+        _check_segments(st, arr, where, mpath)
+
+
+def inline_value(st: StageEntry) -> Any:
+    data = st.value.data  # type: ignore[union-attr]
+    if st.kind == "scalar" and isinstance(data, str):
+        return NONFINITE[data]
+    return data
