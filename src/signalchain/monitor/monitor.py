@@ -23,6 +23,13 @@ findings. With `snapshot=True` it also keeps the model and optimizer state from 
 
 It never breaks the loop it watches: anything that goes wrong inside it becomes a finding, unless
 `strict=True`, in which case a non-finite step raises `NonFiniteError` after it has been located.
+And it fails closed: a loss is judged on all of its elements (an unreduced `reduction="none"` loss
+with one NaN element is a non-finite step); when the Monitor cannot judge a step (a loss it cannot
+read, an exception inside its own measurement, a replay that fails) `check` still returns False
+whenever any value it can see (loss elements, gradients, parameters) is non-finite, and the finding
+says why it could not judge (the replay's own error text included). `unjudged` lists those steps.
+A scaler is left the overflow only when it refuses a non-finite gradient itself (torch's enabled
+`GradScaler`); a duck-typed or disabled one is not trusted with a NaN.
 """
 
 from __future__ import annotations
@@ -41,9 +48,11 @@ from ..checks.numerics import judge_locate
 from ..checks.results_numerics import LocateReport
 from ..errors import SignalchainError
 from ..experiments._train import norm_of
-from ..experiments.locate import locate
 from ..experiments.state import Snapshot, scan_state
 from ..findings import Finding, Severity, check_failed
+from ._findings import unjudged, unlocated, unwritten
+from ._reading import LossReading, nonfinite_names, read_loss, safely, scaler_guards, visible
+from ._replay import replay_step, stateful
 
 __all__ = ["Monitor", "NonFiniteError"]
 
@@ -83,6 +92,7 @@ class Monitor:
         self.findings: list[Finding] = []
         self.steps = 0
         self.fired: list[int] = []  # steps whose check failed
+        self.unjudged: list[int] = []  # steps the monitor could not fully judge (the findings say why)
         self.skipped = 0  # steps the scaler skipped
         self.reports: list[LocateReport] = []
         self.ratio_every, self.ratio_elements = ratio_every, ratio_elements
@@ -96,13 +106,15 @@ class Monitor:
         self._stepped = 0  # optimizer.step() calls seen during this step
         self._hook = None
         if optimizer is not None and hasattr(optimizer, "register_step_post_hook"):
-            self._hook = optimizer.register_step_post_hook(self._count_step)
+            self._guard(self._hook_optimizer)
         self._batch: Any = None
         self._rng: Snapshot | None = None
         self._state: Snapshot | None = None  # before this step's update (snapshot=True)
         self._checked = False
         self._scale: float | None = None
         self._located: set[str] = set()  # failure kinds ("loss", "gradient norm") already replayed
+        self._said: set[tuple[str, str]] = set()  # internal failures already reported (once each)
+        self._history_at = 0  # len(history["loss"]) when this check began
 
     # ---- the loop's side ------------------------------------------------------------------------
 
@@ -116,16 +128,15 @@ class Monitor:
             self._guard(self._end)
 
     def check(self, loss: Any, grad_norm: Any = None) -> bool:
-        """Call after backward and before `optimizer.step`. True when the loss and the gradients are finite."""
+        """Call after backward and before `optimizer.step`. True when the loss (every element of it)
+        and the gradients are finite; False means: skip this update. Never raises unless strict."""
+        self._history_at = len(self.history["loss"])
         try:
             return self._check(loss, grad_norm)
         except NonFiniteError:
             raise
-        except Exception as exc:  # never break the loop we watch
-            if self.strict:
-                raise
-            self._add(check_failed(CHECK, exc))
-            return True
+        except Exception as exc:  # never break the loop we watch, and never let a NaN through
+            return self._fail_closed(loss, exc)
 
     def close(self) -> None:
         """Stop counting the optimizer's steps (removes its hook)."""
@@ -134,6 +145,9 @@ class Monitor:
             self._hook = None
 
     # ---- internals ------------------------------------------------------------------------------
+
+    def _hook_optimizer(self) -> None:
+        self._hook = self.optimizer.register_step_post_hook(self._count_step)
 
     def _count_step(self, *_: Any) -> None:
         self._stepped += 1
@@ -144,7 +158,16 @@ class Monitor:
         except Exception as exc:
             if self.strict:
                 raise
-            self._add(check_failed(CHECK, exc))
+            self._internal(exc)
+
+    def _internal(self, exc: BaseException, **evidence: Any) -> None:
+        """An exception inside the monitor: a finding, said once per distinct failure."""
+        key = (type(exc).__name__, str(exc)[:200])
+        if key in self._said:
+            return
+        self._said.add(key)
+        f = check_failed(CHECK, exc)
+        self._add(dataclasses.replace(f, evidence={**f.evidence, "step": self.steps, **evidence}))
 
     def _add(self, finding: Finding) -> None:
         self.findings.append(finding)
@@ -155,18 +178,26 @@ class Monitor:
 
     def _begin(self, batch: Any) -> None:
         self._batch, self._checked, self._updated, self._before, self._stepped = batch, False, True, None, 0
+        self._rng = self._state = None  # never a previous step's: a replay from them would be wrong
+        self._guard(self._take_start)
+        if self.scaler is not None and self._scale is None:  # later steps carry the last step's scale over
+            self._guard(self._read_scale)
+        if self.ratio_every and self.steps % self.ratio_every == 0:
+            self._guard(self._copy_params)
+
+    def _take_start(self) -> None:
         # RNG only (a few microseconds), and only when a replay can use it; the weights need no copy:
         # `check` runs before they change.
         can_replay = self.locate_on_failure and (self.replay is not None or self.pipeline is not None)
-        self._rng = Snapshot.take(self.model, self.optimizer, None, weights=self.snapshot) \
-            if (can_replay or self.snapshot) else None
-        self._state = self._rng if self.snapshot else None
-        if self.scaler is not None and self._scale is None:  # later steps carry the last step's scale over
-            self._scale = float(self.scaler.get_scale())
-        if self.ratio_every and self.steps % self.ratio_every == 0:
-            self._before = self._copy_params()
+        if can_replay or self.snapshot:
+            opt = self.optimizer if (self.snapshot and stateful(self.optimizer)) else None
+            self._rng = Snapshot.take(self.model, opt, None, weights=self.snapshot)
+            self._state = self._rng if self.snapshot else None
 
-    def _copy_params(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def _read_scale(self) -> None:
+        self._scale = float(self.scaler.get_scale())
+
+    def _copy_params(self) -> None:
         """The values of the trainable parameters before the update, up to `ratio_elements` of them."""
         kept, n = [], 0
         with torch.no_grad():
@@ -174,23 +205,26 @@ class Monitor:
                 if q.requires_grad and n + q.numel() <= self.ratio_elements:
                     kept.append((q, q.detach().clone()))
                     n += q.numel()
-        return kept
+        self._before = kept
 
     def _end(self) -> None:
         self.steps += 1
         if self.scaler is not None and self._scale is not None:
-            scale = float(self.scaler.get_scale())
-            self.history["scale"].append(scale)
-            if scale < self._scale:
-                self.skipped += 1
-                self._updated = False
-                self._judge_skips(scale)
-            self._scale = scale  # the next step starts from it: one device read per step
+            self._guard(self._judge_scale)
         if self._before:
-            self._judge_update(self._before)
+            self._guard(self._judge_update, self._before)
         self._before = None
         if self.scan_every and self.steps % self.scan_every == 0:
-            self._scan()
+            self._guard(self._scan)
+
+    def _judge_scale(self) -> None:
+        scale = float(self.scaler.get_scale())
+        self.history["scale"].append(scale)
+        if scale < self._scale:
+            self.skipped += 1
+            self._updated = False
+            self._judge_skips(scale)
+        self._scale = scale  # the next step starts from it: one device read per step
 
     def _judge_update(self, before: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         """Relative size of this step's update; a step that should have updated but changed nothing."""
@@ -226,40 +260,96 @@ class Monitor:
                            CHECK, hint="find the op that makes the gradient NaN: Monitor(replay=...) locates it",
                            skipped=self.skipped, steps=self.steps, scale=scale))
 
+    # ---- the verdict ------------------------------------------------------------------------------
+
+    def _grad_norm(self, grad_norm: Any) -> float:
+        if grad_norm is not None:
+            given = read_loss(grad_norm)  # a number or a 0-d tensor (clip_grad_norm_'s result)
+            if given.finite is not None and given.elements == 1:
+                return given.value
+        return norm_of([q.grad for q in self.model.parameters() if q.grad is not None])
+
     def _check(self, loss: Any, grad_norm: Any) -> bool:
         self._checked = True
-        value = float(loss.detach().float()) if isinstance(loss, torch.Tensor) else float(loss)
-        if grad_norm is None:
-            grads = [q.grad for q in self.model.parameters() if q.grad is not None]
-            norm = norm_of(grads)
-        else:
-            norm = float(grad_norm)
-        self.history["loss"].append(value)  # `losses` is the same list
+        reading = read_loss(loss)
+        norm = self._grad_norm(grad_norm)
+        self.history["loss"].append(reading.value)  # `losses` is the same list
         self.history["grad_norm"].append(norm)
-        if math.isfinite(value) and (math.isfinite(norm) or self.scaler is not None):
-            return True  # with a scaler, an overflowing scaled gradient is the scaler's to skip
+        weights: list[str] = []
+        if reading.finite is None:  # a loss it cannot read: judge the step on the weights too
+            weights, _ = nonfinite_names(self.model.named_parameters())
+            self._cannot_judge(reading.reason or "the loss could not be read", norm, weights)
+        # with a scaler that refuses non-finite gradients itself, an overflow is the scaler's to skip
+        grads_ok = math.isfinite(norm) or scaler_guards(self.scaler)
+        if reading.finite is not False and grads_ok and not weights:
+            return True
+        return self._fire(reading, norm, weights)
+
+    def _cannot_judge(self, reason: str, norm: float, weights: list[str]) -> None:
+        self.unjudged.append(self.steps)
+        if ("unjudged", reason) in self._said:
+            return
+        self._said.add(("unjudged", reason))
+        self._add(unjudged(self.steps, reason, norm, weights))
+
+    def _fire(self, reading: LossReading, norm: float, weights: list[str]) -> bool:
         self.fired.append(self.steps)
         self._updated = False  # the loop is told to skip this update
-        what = "loss" if not math.isfinite(value) else "gradient norm"
+        what = "loss" if reading.finite is False else ("gradient norm" if not math.isfinite(norm) else "weights")
         if what in self._located:  # already located and said: a run that stays broken is not replayed again
             if self.strict:
                 raise NonFiniteError(f"step {self.steps}: the {what} is not finite again")
             return False
         self._located.add(what)
-        report = self._locate() if self.locate_on_failure else None
-        found = judge_locate(report) if report is not None else []
+        report, replay_error = None, None
+        if self.locate_on_failure and what != "weights":
+            try:
+                report = self._locate()
+            except Exception as exc:  # the replay failed: the verdict stands, the finding says why
+                replay_error = f"{type(exc).__name__}: {exc}"[:400]
+        if report is not None and report.error:
+            replay_error = report.error
+        try:
+            found = judge_locate(report) if report is not None else []
+        except Exception as exc:
+            found, replay_error = [], replay_error or f"judging the replay failed: {type(exc).__name__}: {exc}"
         if not found:
-            found = [make("nonfinite.loss" if what == "loss" else "nonfinite.first", "error", "loss" if what == "loss" else None,
-                          f"step {self.steps}: the {what} is not finite (loss {value}, gradient norm {norm})", CHECK,
-                          hint="pass replay= (or pipeline=) to the Monitor to locate the first non-finite op",
-                          step=self.steps)]
+            found = [unlocated(self.steps, what, reading, norm, weights, replay_error)]
         said = {(f.id, f.stage) for f in self.findings}
+        extra = {"step": self.steps, **({"replay_error": replay_error} if replay_error else {})}
         for f in found:  # a run that stays broken says so once; `fired` counts the steps
             if (f.id, f.stage) not in said:
-                self._add(dataclasses.replace(f, evidence={**f.evidence, "step": self.steps}))
+                self._add(dataclasses.replace(f, evidence={**f.evidence, **extra}))
         if self.strict:
             raise NonFiniteError(f"step {self.steps}: {found[0].id} @ {found[0].stage}: {found[0].message}")
         return False
+
+    def _fail_closed(self, loss: Any, exc: Exception) -> bool:
+        """The monitor's own measurement raised: judge the step on whatever can still be seen."""
+        loss_ok, grads, weights = visible(loss, self.model)
+        grads_bad = bool(grads) and not (self.scaler is not None and safely(scaler_guards, self.scaler))
+        seen_nothing = loss_ok is None and grads is None and weights is None
+        bad = seen_nothing or loss_ok is False or grads_bad or bool(weights)  # nothing seen at all: closed
+        seen = (f"loss {'unreadable' if loss_ok is None else ('finite' if loss_ok else 'NOT finite')}, "
+                f"{'?' if grads is None else len(grads)} non-finite gradients, "
+                f"{'?' if weights is None else len(weights)} non-finite parameters")
+        if self.strict:
+            if bad:
+                raise NonFiniteError(f"step {self.steps}: the monitor failed ({type(exc).__name__}: {exc}) "
+                                     f"and the step is not finite: {seen}") from exc
+            raise exc
+        del self.history["loss"][self._history_at:], self.history["grad_norm"][self._history_at:]
+        self.history["loss"].append(float("nan") if loss_ok is not True else safely(float, loss, float("nan")))
+        self.history["grad_norm"].append(float("nan"))
+        self.unjudged.append(self.steps)
+        self._internal(exc, verdict="skip the update" if bad else "finite", seen=seen)
+        if bad:
+            if not self.fired or self.fired[-1] != self.steps:
+                self.fired.append(self.steps)
+            self._updated = False
+        return not bad
+
+    # ---- replays ----------------------------------------------------------------------------------
 
     def _replay_fn(self) -> Callable[[torch.nn.Module, Any], Any] | None:
         if self.replay is not None:
@@ -273,48 +363,36 @@ class Monitor:
         fn = self._replay_fn()
         if fn is None or self._rng is None:
             return None
-        now = Snapshot.take(self.model, self.optimizer, self.scaler)  # the loop's state, restored after
-        grads = {n: q.grad.clone() for n, q in self.model.named_parameters() if q.grad is not None}
-        start = state or self._rng
-
-        def restore() -> None:
-            if state is not None:
-                state.restore(self.model, self.optimizer)
-            else:
-                self.model.zero_grad(set_to_none=True)
-                start.restore_rng()
-
-        try:
-            if self.pipeline is not None and self.replay is None:
-                report = locate(self.pipeline, self.model, self._batch, self.optimizer if with_update else None,
-                                restore=restore)
-            else:
-                report = locate(None, self.model, self._batch, self.optimizer if with_update else None,
-                                restore=restore, step=fn)
-        finally:
-            now.restore(self.model, self.optimizer, self.scaler)
-            with torch.no_grad():
-                for n, q in self.model.named_parameters():
-                    q.grad = grads.get(n)
+        report = replay_step(self.model, self._batch, fn, self._rng, optimizer=self.optimizer, scaler=self.scaler,
+                             pipeline=self.pipeline if self.replay is None else None,
+                             with_update=with_update, state=state)
         self.reports.append(report)
         return report
 
     def _scan(self) -> None:
-        scan = scan_state(self.model, self.optimizer, self.steps)
-        bad = [i for i in scan.issues if i.problem == "nonfinite" and i.where != "optimizer"]
+        try:
+            try:
+                scan = scan_state(self.model, self.optimizer, self.steps)
+            except Exception:  # an optimizer without the usual `state`: the weights are still watched
+                scan = scan_state(self.model, None, self.steps)
+            bad = [i.name for i in scan.issues if i.problem == "nonfinite" and i.where != "optimizer"]
+        except Exception:
+            bad = visible(None, self.model)[2] or []
         if not bad or any(f.id == "nonfinite.state" for f in self.findings):
             return
-        report = self._locate(with_update=True, state=self._state) if (self.snapshot and self._state) else None
+        report, replay_error = None, None
+        if self.snapshot and self._state and stateful(self.optimizer):
+            try:
+                report = self._locate(with_update=True, state=self._state)
+            except Exception as exc:
+                replay_error = f"{type(exc).__name__}: {exc}"[:400]
         found = [f for f in judge_locate(report) if f.stage == "optimizer"] if report is not None else []
         if not found:
-            found = [make("nonfinite.state", "error", "optimizer",
-                          f"after step {self.steps}, {len(bad)} parameters hold non-finite values: "
-                          f"{', '.join(i.name for i in bad[:4])}", CHECK,
-                          hint="run with Monitor(snapshot=True, scan_every=1) to replay the update that wrote them",
-                          tensors=[i.name for i in bad])]
+            found = [unwritten(self.steps, bad, replay_error)]
         for f in found:
             self._add(f)
 
     def summary(self) -> dict[str, Any]:
         return {"steps": self.steps, "fired": self.fired, "skipped": self.skipped,
                 "errors": sum(1 for f in self.findings if f.severity == Severity.ERROR)}
+

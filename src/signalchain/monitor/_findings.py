@@ -1,0 +1,54 @@
+"""The Monitor's own findings when it could not judge a step, or could not locate what it judged."""
+
+from __future__ import annotations
+
+import math
+
+from ..checks.base import make
+from ..findings import Finding
+from ._reading import LossReading
+
+__all__ = ["unjudged", "unlocated", "unwritten"]
+
+CHECK = "monitor"
+
+
+def unjudged(step: int, reason: str, norm: float, weights: list[str]) -> Finding:
+    """The loss could not be read: the step was judged on its gradients and weights instead."""
+    finite = math.isfinite(norm) and not weights
+    verdict = "finite" if finite else "NOT finite: the update must be skipped"
+    return make("internal.check_failed", "error", None,
+                f"step {step}: the monitor could not judge the loss: {reason}; judged on the gradients "
+                f"(norm {norm:.4g}) and the weights instead, which are {verdict}", CHECK,
+                hint="pass check() the loss tensor (reduced or not), or a float",
+                reason=reason, step=step, grad_norm=norm, weights_nonfinite=weights[:16])
+
+
+def unlocated(step: int, what: str, reading: LossReading, norm: float, weights: list[str],
+              replay_error: str | None) -> Finding:
+    """A non-finite step that no replay located (none was given, or it failed: its error is quoted)."""
+    if what == "weights":
+        return make("nonfinite.state", "error", "model", f"step {step}: {len(weights)} parameters hold non-finite "
+                    f"values ({', '.join(weights[:4])}) and the loss could not be read", CHECK,
+                    hint="run with Monitor(snapshot=True, scan_every=1) to replay the update that wrote them",
+                    step=step, tensors=weights[:64])
+    shown = f"{reading.nonfinite} of {reading.elements} loss elements" if reading.elements > 1 else f"loss {reading.value}"
+    message = f"step {step}: the {what} is not finite ({shown}, gradient norm {norm})"
+    if replay_error:
+        message += f"; the replay that should locate it failed: {replay_error}"
+        hint = "fix the replay: replay(model, batch) must recompute this step's loss from the batch (no backward)"
+    else:
+        hint = "pass replay= (or pipeline=) to the Monitor to locate the first non-finite op"
+    loss = what == "loss"
+    return make("nonfinite.loss" if loss else "nonfinite.first", "error", "loss" if loss else None, message, CHECK,
+                hint=hint, step=step, loss_elements=reading.elements, loss_nonfinite=reading.nonfinite)
+
+
+def unwritten(step: int, tensors: list[str], replay_error: str | None) -> Finding:
+    """Weights went non-finite in an update that was not (or could not be) replayed."""
+    failed = f"; replaying the update failed: {replay_error}" if replay_error else ""
+    extra = {"replay_error": replay_error} if replay_error else {}
+    return make("nonfinite.state", "error", "optimizer", f"after step {step}, {len(tensors)} parameters hold "
+                f"non-finite values: {', '.join(tensors[:4])}{failed}", CHECK,
+                hint="run with Monitor(snapshot=True, scan_every=1) to replay the update that wrote them",
+                tensors=tensors, **extra)
