@@ -152,10 +152,11 @@ class Listing:
     unlisted: list[tuple[str, str]] = field(default_factory=list)  # (folder, why it could not be listed)
 
 
-def list_files(root: str | os.PathLike[str], suffixes: Sequence[str]) -> Listing:
+def list_files(root: str | os.PathLike[str], suffixes: Sequence[str], resolve: bool = True) -> Listing:
     """Every entry under `root` whose name ends in one of `suffixes` (case-insensitive), whatever
     it is (regular file, FIFO, directory, broken link: the reader's `check_path` tells). Symlinked
-    folders are followed, each real folder once; a link back into its own ancestry is a loop."""
+    folders are followed, each real folder once; a link back into its own ancestry is a loop.
+    Files are listed by their real paths, or (`resolve=False`) as found under `root`; each once."""
     ends = tuple(s.lower() for s in suffixes)
     out, seen_files, seen_dirs = Listing(), set(), set()
     top = os.fspath(root)
@@ -171,7 +172,7 @@ def list_files(root: str | os.PathLike[str], suffixes: Sequence[str]) -> Listing
         key = os.path.realpath(path) if os.path.exists(path) else os.path.abspath(path)
         if key not in seen_files:
             seen_files.add(key)
-            out.files.append(key)
+            out.files.append(key if resolve else path)
 
     while stack:
         folder, ancestors = stack.pop()

@@ -15,7 +15,7 @@ from ..errors import SignalchainError
 from ._files import display_path, open_regular
 from ._riff import wav_claim
 
-__all__ = ["AudioFile", "read_audio", "write_audio", "join_examples", "BLOCK_SAMPLES"]
+__all__ = ["AudioFile", "read_audio", "claimed_frames", "write_audio", "join_examples", "BLOCK_SAMPLES"]
 
 
 #: Samples decoded per read (all channels together): what one read allocates, whatever the header says.
@@ -96,6 +96,23 @@ def _claimed(fd: int, size: int, info_frames: int, fmt: str, decoded: int) -> in
             claim = max(claim, wav.frames)
     slack = _ESTIMATED.get(fmt, 0.0) * claim + (1152 if fmt in ("MP3", "MPEG") else 0)
     return claim if claim > decoded + slack else None
+
+
+def claimed_frames(path: str | Path, decoded: int) -> int | None:
+    """The frame count the header of `path` claims, when it is more than `decoded` (None when it
+    is not, or the file cannot be looked at). Reads the header only."""
+    try:
+        fd = open_regular(path)
+    except SignalchainError:
+        return None
+    try:
+        with sf.SoundFile(fd, closefd=False) as f:
+            frames, fmt = int(f.frames), f.format
+        return _claimed(fd, os.fstat(fd).st_size, frames, fmt, decoded)
+    except Exception:  # not audio at all: nothing is claimed
+        return None
+    finally:
+        os.close(fd)
 
 
 def read_audio(path: str | Path) -> AudioFile:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
+from dataclasses import replace
 
 import click
+import numpy as np
 import soundfile as sf
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from ..audio.io import read_audio
+from ..audio._files import PathState, check_path, display_path, list_files
+from ..audio.fingerprint import MAX_RATE, MIN_RATE
+from ..audio.io import claimed_frames, read_audio
 from ..checks.base import make, run_check
 from ..checks.output import FileReport, judge_file
 from ..errors import SignalchainError, UsageError
@@ -22,28 +26,92 @@ from ._common import common_options, guarded
 __all__ = ["listen"]
 
 AUDIO_SUFFIXES = {".wav", ".flac", ".ogg", ".mp3", ".aif", ".aiff", ".opus"}
+STAGE, CHECK = "audio.written", "checks.output"
 
 
-def _collect(paths: tuple[str, ...]) -> tuple[list[Path], list[Finding]]:
-    files, missing = [], []
+def _refused(path: str, state: PathState) -> Finding:
+    """The finding for a path that is not a regular file: it is never opened."""
+    shown = display_path(path)
+    if state.kind == "missing":
+        what = "no such file or folder" if state.detail == "no such file" else state.detail
+        return make("file.missing", "error", STAGE, f"{shown}: {what}", CHECK, hint="check the path", path=shown)
+    if state.kind == "not_regular":
+        return make("file.not_regular", "error", STAGE, f"{shown} is {state.detail}, not a regular file: not opened",
+                    CHECK, hint="give the audio file itself; a FIFO or device would block or never end", path=shown,
+                    kind=state.detail)
+    return make("file.unreadable", "error", STAGE, f"{shown}: {state.detail}", CHECK,
+                hint="fix the link or the name", path=shown)
+
+
+def _collect(paths: tuple[str, ...]) -> tuple[list[str], list[Finding]]:
+    """The regular audio files named or found in folders, and a finding for everything else
+    (nothing that is not a regular file is opened)."""
+    files, found = [], []
     for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            files += sorted(q for q in p.rglob("*") if q.is_file() and q.suffix.lower() in AUDIO_SUFFIXES)
-        elif p.exists():
-            files.append(p)
+        state = check_path(raw)
+        if state.kind == "not_regular" and os.path.isdir(raw):
+            listing = list_files(raw, sorted(AUDIO_SUFFIXES), resolve=False)
+            for path in listing.files:
+                inner = check_path(path)
+                if inner.regular:
+                    files.append(path)
+                else:
+                    found.append(_refused(path, inner))
+            found += [make("file.symlink_loop", "warning", STAGE, f"{display_path(link)}: {why}: not followed", CHECK,
+                           hint="remove the link", path=display_path(link)) for link, why in listing.loops]
+            found += [make("file.unreadable", "error", STAGE, f"{display_path(d)}: the folder cannot be listed ({why})",
+                           CHECK, hint="fix its permissions", path=display_path(d)) for d, why in listing.unlisted]
+        elif state.regular:
+            files.append(raw)
         else:
-            missing.append(make("file.missing", "error", "audio.written", f"{raw}: no such file or folder",
-                                "checks.output", hint="check the path", path=raw))
-    return list(dict.fromkeys(files)), missing
+            found.append(_refused(raw, state))
+    return list(dict.fromkeys(files)), found
 
 
-def _load(path: str) -> tuple[object, int] | None:
-    try:
-        af = read_audio(path)
-    except SignalchainError:
+def _nonfinite(rep: FileReport) -> Finding | None:
+    """A float file whose samples are NaN/inf is not a header misread: say how many are not finite.
+
+    The header is believed when the finite samples, read as its own float subtype, look like
+    audio (no huge values, few denormals): integer data misread as float gives either (and float
+    bytes read as 16-bit PCM look like noise, so that re-reading proves nothing here)."""
+    s = rep.stats
+    share = float(s.get("nonfinite_fraction") or 0.0)
+    if rep.error is not None or share <= 0 or rep.subtype not in ("FLOAT", "DOUBLE"):
         return None
-    return af.audio, af.sample_rate
+    if s.get("peak", 0.0) > 100 or rep.denormal_share > 0.1:
+        return None  # garbage read as float: judge_file's output.header says so
+    total = rep.channels * rep.frames
+    count = int(round(share * total))
+    return make("audio.nonfinite", "error", STAGE,
+                f"{rep.path}: {count:,} of {total:,} samples ({100 * share:.3g}%) are NaN or infinite: the file is "
+                f"{rep.subtype} as its header says, its samples are not finite", CHECK,
+                hint="find where the audio became non-finite before it was written (decoder output, a division by "
+                     "a zero peak); writers store NaN as it is", path=rep.path, count=count, total=total, fraction=share)
+
+
+def _judge(path: str, rep: FileReport, rate: int | None, subtype: str | None) -> list[Finding]:
+    """judge_file, plus what the file's header claims against what it holds."""
+    out: list[Finding] = []
+    if rep.error is None and rep.sample_rate is not None and not MIN_RATE <= rep.sample_rate <= MAX_RATE:
+        out.append(make("audio.sample_rate", "error", STAGE,
+                        f"{rep.path}: the header says {rep.sample_rate} Hz, outside {MIN_RATE:,}-{MAX_RATE:,} Hz: "
+                        "players refuse it or play it at a rate nobody recorded", CHECK,
+                        hint="write the file with the audio's true sample rate", path=rep.path,
+                        sample_rate=rep.sample_rate))
+    claim = claimed_frames(path, rep.frames) if rep.error is None else None
+    if claim is not None:
+        sr = rep.sample_rate or 1
+        out.append(make("file.truncated", "error", STAGE,
+                        f"{rep.path}: the header claims {claim:,} frames ({claim / sr:.3f} s), the file holds "
+                        f"{rep.frames:,} ({rep.frames / sr:.3f} s): cut short, or the header lies; what it holds is "
+                        "measured and played", CHECK,
+                        hint="write the file again (the writer was interrupted, or patched the header wrong)",
+                        path=rep.path, frames_claimed=claim, frames_present=rep.frames))
+    nan = _nonfinite(rep)
+    if nan is not None:
+        out.append(nan)
+        rep = replace(rep, stats={**rep.stats, "nonfinite_fraction": 0.0})  # the rest judged on the finite samples
+    return out + run_check("checks.output.file", judge_file, rep, rate, subtype)
 
 
 @click.command()
@@ -68,14 +136,18 @@ def listen(paths: tuple[str, ...], rate: int | None, subtype: str | None, json_p
     if not files and not findings:
         raise UsageError(f"no audio files ({', '.join(sorted(AUDIO_SUFFIXES))}) under {', '.join(paths)}")
     reports: list[FileReport] = []
+    real: dict[str, str] = {}  # shown name -> the path to open
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console(stderr=True),
                   transient=True) as bar:
         task = bar.add_task("listen", total=len(files))
         for path in files:
-            bar.update(task, description=path.name[:40])
+            shown = display_path(path)
+            bar.update(task, description=os.path.basename(shown)[:40])
             rep = measure_file(path)
+            rep.path = shown
+            real[shown] = path
             reports.append(rep)
-            findings += run_check("checks.output.file", judge_file, rep, rate, subtype)
+            findings += _judge(path, rep, rate, subtype)
             bar.advance(task)
     t = Table(title=f"listen · {len(reports)} files")
     for h in HEADERS:
@@ -88,6 +160,13 @@ def listen(paths: tuple[str, ...], rate: int | None, subtype: str | None, json_p
     if json_path:
         write_json(json_path, findings, files=[vars(r) for r in reports], expected_rate=rate, expected_subtype=subtype)
     if html_path:
-        render_listen(reports, findings, _load, expected).write(html_path)
+        def load(shown: str) -> tuple[np.ndarray, int] | None:
+            try:
+                af = read_audio(real.get(shown, shown))
+            except SignalchainError:
+                return None
+            return (af.audio, af.sample_rate) if MIN_RATE <= af.sample_rate <= MAX_RATE else None
+
+        render_listen(reports, findings, load, expected).write(html_path)
         con.print(f"report: {html_path}")
     return exit_code(findings)
