@@ -12,6 +12,7 @@ __all__ = [
     "GoldenFileError",
     "PipelineError",
     "TraceError",
+    "PipelineExit",
 ]
 
 
@@ -33,3 +34,15 @@ class PipelineError(SignalchainError):
 
 class TraceError(SignalchainError):
     """A value could not be recorded or two traces cannot be compared."""
+
+
+class PipelineExit(PipelineError):
+    """A pipeline's own code called `sys.exit()` while signalchain ran it (`code`: what it passed).
+
+    Raised in place of the `SystemExit`, with the user's frames in its traceback, so that it is
+    reported like any other crash of the pipeline instead of ending signalchain with that code.
+    """
+
+    def __init__(self, message: str, code: object = None):
+        super().__init__(message)
+        self.code = code

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -10,11 +11,11 @@ from typing import Any
 
 import click
 
-from ..errors import SignalchainError, UsageError
+from ..errors import PipelineExit, SignalchainError, UsageError
 from ..pipeline import capabilities, load_pipeline
 
 __all__ = ["DEFAULT_PIPELINE", "BUILTIN_PIPELINES", "common_options", "hf_options", "resolve_pipeline", "guarded",
-           "parse_tolerances"]
+           "parse_tolerances", "one_line", "exit_origin", "fail", "shield_exits"]
 
 #: With no pipeline named, every command runs on the bundled reference pipeline (DESIGN §3).
 DEFAULT_PIPELINE = "signalchain.reference:ReferencePipeline"
@@ -48,6 +49,32 @@ def common_options(html: bool = True) -> Callable[[Callable[..., Any]], Callable
     return deco
 
 
+def one_line(text: object, limit: int = 2000) -> str:
+    """A message as one line of stderr: its lines joined, overly long ones cut."""
+    line = " | ".join(part.strip() for part in str(text).splitlines() if part.strip())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def fail(message: object, *, internal: BaseException | None = None, debug: bool = False, code: int = 2) -> None:
+    """DESIGN §5: one clear line on stderr, a traceback only with --debug, then exit (2 by default)."""
+    if internal is not None:
+        click.echo(f"signalchain: internal error: {one_line(f'{type(internal).__name__}: {internal}')} "
+                   "(rerun with --debug for the traceback)", err=True)
+    else:
+        click.echo(f"signalchain: error: {one_line(message)}", err=True)
+    if debug:
+        traceback.print_exc()
+    sys.exit(code)
+
+
+def exit_origin(exc: BaseException) -> str:
+    """' at file:line' of the user's code that raised `exc` (empty when it was not theirs)."""
+    from ..experiments._crash import crash_origin
+
+    origin = crash_origin(exc)
+    return f" at {origin[1]}" if origin else ""
+
+
 def guarded(f: Callable[..., int | None]) -> Callable[..., None]:
     """Run a command body; map its result and errors to DESIGN §5 exit codes (0, 1, 2)."""
 
@@ -56,23 +83,61 @@ def guarded(f: Callable[..., int | None]) -> Callable[..., None]:
         debug = bool(kwargs.get("debug"))
         try:
             code = f(*args, **kwargs) or 0
+        except click.exceptions.Exit:
+            raise  # click's own ctx.exit(): its code stands
         except (SignalchainError, click.ClickException) as exc:
-            msg = exc.format_message() if isinstance(exc, click.ClickException) else str(exc)
-            click.echo(f"signalchain: error: {msg}", err=True)
-            if debug:
-                traceback.print_exc()
-            sys.exit(2)
+            fail(exc.format_message() if isinstance(exc, click.ClickException) else str(exc), debug=debug)
         except KeyboardInterrupt:
-            click.echo("signalchain: interrupted", err=True)
-            sys.exit(2)
+            fail("interrupted", debug=debug)
+        except SystemExit as exc:  # the body never exits: this is code it ran (a pipeline) calling sys.exit
+            ctx = click.get_current_context(silent=True)
+            fail(f"code run by `{ctx.command_path if ctx else 'signalchain'}` called sys.exit({exc.code!r})"
+                 f"{exit_origin(exc)}; a pipeline should raise an exception rather than exit the process",
+                 debug=debug)
         except Exception as exc:  # an internal error: one line, the traceback only with --debug
-            click.echo(f"signalchain: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)", err=True)
-            if debug:
-                traceback.print_exc()
-            sys.exit(2)
+            fail("", internal=exc, debug=debug)
         sys.exit(code)
 
     return wrapper
+
+
+class _ExitShield:
+    """A pipeline whose methods raise `PipelineExit` where the user's code calls `sys.exit()`.
+
+    `SystemExit` is not an `Exception`: it would pass every `except Exception` of the doctor and
+    leak the pipeline's exit code as signalchain's. Turned into an exception (keeping the user's
+    frames in its traceback), it becomes the `pipeline.step_failed` finding any crash of the
+    pipeline becomes, and the other families go on.
+    """
+
+    def __init__(self, pipeline: Any):
+        object.__setattr__(self, "_inner", pipeline)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(object.__getattribute__(self, "_inner"), name)
+        if not inspect.isroutine(value):
+            return value
+
+        @functools.wraps(value)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return value(*args, **kwargs)
+            except SystemExit as exc:
+                err = PipelineExit(f"the pipeline's {name}() called sys.exit({exc.code!r})", code=exc.code)
+                raise err.with_traceback(exc.__traceback__) from None
+
+        return call
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(object.__getattribute__(self, "_inner"), name, value)
+
+    def __repr__(self) -> str:
+        return repr(object.__getattribute__(self, "_inner"))
+
+
+def shield_exits(pipeline: Any) -> Any:
+    """`pipeline` with every method's `sys.exit()` turned into a `PipelineExit` exception."""
+    return _ExitShield(pipeline)
 
 
 def resolve_pipeline(spec: str | None, faults: Sequence[str] = (), hf_musicgen: str | None = None,
@@ -92,11 +157,20 @@ def resolve_pipeline(spec: str | None, faults: Sequence[str] = (), hf_musicgen: 
         if data or hf_set:
             raise UsageError("--data and --hf-set go with --hf-musicgen MODEL_DIR")
         spec = BUILTIN_PIPELINES.get(spec or "", spec) or DEFAULT_PIPELINE
-        pipeline = load_pipeline(spec)
+        try:
+            pipeline = load_pipeline(spec)
+        except SystemExit as exc:  # a module that runs a script when imported (argparse, sys.exit)
+            raise UsageError(f"importing pipeline {spec!r} called sys.exit({exc.code!r}){exit_origin(exc)}; a pipeline "
+                             "module must not exit when imported (put script code under "
+                             "`if __name__ == '__main__':`)") from None
     if faults:
         if "with_faults" not in capabilities(pipeline):
             raise UsageError(f"--fault needs a pipeline with with_faults(names), such as the reference pipeline; {spec!r} has none")
-        pipeline = pipeline.with_faults(list(faults))
+        try:
+            pipeline = pipeline.with_faults(list(faults))
+        except SystemExit as exc:
+            raise UsageError(f"pipeline {spec!r}: with_faults({list(faults)}) called sys.exit({exc.code!r})"
+                             f"{exit_origin(exc)}") from None
     return pipeline, spec
 
 

@@ -11,7 +11,7 @@ from ..findings import exit_code
 from ..pipeline import ProtocolView
 from ..report import console, print_findings, render_doctor, write_json
 from ..report.doctor_page import strip_audio
-from ._common import common_options, guarded, hf_options, resolve_pipeline
+from ._common import common_options, guarded, hf_options, resolve_pipeline, shield_exits
 from .golden_cmds import fault_option
 
 __all__ = ["doctor"]
@@ -39,10 +39,12 @@ def doctor(pipeline: str | None, families: tuple[str, ...], symptom: str | None,
     con = console()
     select_families(families, symptom)  # fail fast on a bad name
     pipe, spec = resolve_pipeline(pipeline, faults, hf_musicgen, data, hf_set)
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console(stderr=True),
-                  transient=True) as bar:
+    err = console(stderr=True)  # a bar for a terminal only: in a log or a pipe stderr keeps just the errors
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
+                  transient=True, disable=not err.is_terminal) as bar:
         task = bar.add_task("doctor: starting", total=None)
-        result = run_doctor(ProtocolView(pipe), families, symptom, seed=seed, budget=budget,
+        # shield_exits: a sys.exit() in the pipeline's code is its crash (pipeline.step_failed), not our exit code
+        result = run_doctor(ProtocolView(shield_exits(pipe)), families, symptom, seed=seed, budget=budget,
                             progress=lambda what: bar.update(task, description=f"doctor: {what}"))
     print_findings(result.findings, con, title=f"doctor · {pipe.name} · {', '.join(result.families)}")
     con.print(f"families run: {', '.join(result.families)} in {result.seconds:.1f} s"

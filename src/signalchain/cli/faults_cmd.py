@@ -70,8 +70,9 @@ def faults(pipeline: str | None, families: tuple[str, ...], names: tuple[str, ..
         control_seeds = [int(s) for s in seeds.split(",") if s.strip()]
     except ValueError:
         raise UsageError(f"--seeds {seeds!r} is not a comma-separated list of integers") from None
+    err = console(stderr=True)  # a bar for a terminal only: in a log or a pipe stderr keeps just the errors
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console(stderr=True)) as bar:
+                  console=err, disable=not err.is_terminal) as bar:
         task = bar.add_task("faults", total=len(chosen) + len(control_seeds))
         score = score_catalogue(spec, chosen, control_seeds, workers, budget, by_symptom=not all_families,
                                 progress=lambda what: bar.update(task, advance=1, description=what[:60]))
