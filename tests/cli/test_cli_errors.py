@@ -4,6 +4,9 @@ pipeline that calls sys.exit() never hands its exit code to signalchain."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -220,3 +223,16 @@ def test_sys_exit_during_a_step_is_a_pipeline_step_failed_finding_in_the_doctor(
     line = next(i for i, t in enumerate(path.read_text().splitlines(), 1) if "the line the finding names" in t)
     assert f["severity"] == "error" and f["stage"] == "logits" and "sys.exit(3)" in f["message"]
     assert f"{path}:{line}" in f["message"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [["doctor", "--no-such-option"], ["doctor", "{spec}"]], ids=["bad-option", "exit-3"])
+def test_a_real_process_exits_2_with_one_line_on_stderr(tmp_path: Path, args: list[str]) -> None:
+    """The same through the installed entry point, in a process of its own (no CliRunner in between)."""
+    spec = f"{write_pipeline(tmp_path, **{'import': 3})}:pipeline"
+    argv = [a.format(spec=spec) for a in args]
+    proc = subprocess.run([sys.executable, "-c", "from signalchain.cli import main; main()", *argv],
+                          capture_output=True, text=True, timeout=180, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("signalchain: error: "), proc.stderr
+    assert proc.stdout == ""
