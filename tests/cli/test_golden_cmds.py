@@ -94,3 +94,87 @@ def test_damaged_golden_is_exit_2_naming_the_file(golden, runner):
     f.write_bytes(f.read_bytes()[:-10])
     res = runner.invoke(cli, ["inspect", str(golden)])
     assert res.exit_code == 2 and "values.safetensors" in res.output
+
+
+def _one_line_error(res, *needles):
+    assert res.exit_code == 2, res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("signalchain: error:"), res.stderr
+    assert "re-running" not in res.output and "first divergent" not in res.output
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("args,needles", [
+    (["--rtol", "-1"], ["--rtol '-1.0' is not a tolerance"]),
+    (["--atol", "nan"], ["--atol 'nan' is not a tolerance"]),
+    (["--rtol", "inf"], ["--rtol 'inf' is not a tolerance"]),
+    (["--tol", "logits=nan"], ["--tol 'logits=nan': 'nan' is not a tolerance"]),
+    (["--tol", "logits=1e-3,-1"], ["'-1' is not a tolerance"]),
+    (["--tol", "x=1,2,3"], ["--tol 'x=1,2,3' is not STAGE=RTOL[,ATOL]"]),
+    (["--tol", "logits=abc"], ["is not STAGE=RTOL[,ATOL]"]),
+    (["--tol", "=1"], ["is not STAGE=RTOL[,ATOL]"]),
+    (["--tol", "logit=1e-3"], ["the golden has no stage 'logit'; its stages: audio.original, caption", "logits"]),
+    (["--tol", "logits=1", "--tol", "logits=2"], ["gives stage 'logits' twice"]),
+])
+def test_bad_tolerances_are_usage_errors_before_anything_runs(golden, runner, args, needles):
+    _one_line_error(runner.invoke(cli, ["compare", str(golden), "--pipeline", TOY, *args]), *needles)
+
+
+@pytest.mark.parametrize("args,needles", [
+    (["--seed", "-1"], ["--seed -1 is not a seed: give an integer from 0 to 4294967295"]),
+    (["--seed", str(2**32)], ["is not a seed"]),
+    (["--fault", "nope"], ["unknown fault 'nope'", "faults --list"]),
+])
+def test_bad_capture_options_are_usage_errors(runner, tmp_path, args, needles):
+    spec = TOY if "--seed" in args else "reference"
+    _one_line_error(runner.invoke(cli, ["capture", spec, "--out", str(tmp_path / "g"), *args]), *needles)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_capture_never_deletes_a_folder_that_is_not_a_golden(runner, tmp_path):
+    work = tmp_path / "work"
+    (work / "src").mkdir(parents=True)
+    (work / "src" / "train.py").write_text("precious")
+    (work / "README.md").write_text("precious")
+    res = runner.invoke(cli, ["capture", TOY, "--out", str(work)])
+    _one_line_error(res, "is not empty and not a golden batch", "README.md, src")
+    assert (work / "src" / "train.py").read_text() == "precious" and sorted(p.name for p in tmp_path.iterdir()) == ["work"]
+
+
+@pytest.mark.parametrize("out", [".", ".."])
+def test_capture_into_the_current_folder_or_above_is_a_usage_error(runner, tmp_path, monkeypatch, out):
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    # refused before the pipeline is even looked up
+    _one_line_error(runner.invoke(cli, ["capture", TOY, "--out", out]), "current folder")
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["here"]
+
+
+def test_capture_where_nothing_can_be_written_is_a_usage_error(runner, tmp_path):
+    (tmp_path / "file").write_text("x")
+    _one_line_error(runner.invoke(cli, ["capture", TOY, "--out", str(tmp_path / "file" / "g")]), "not a folder")
+    _one_line_error(runner.invoke(cli, ["capture", TOY, "--out", str(tmp_path / "file")]), "is a file, not a folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_a_golden_left_only_at_previous_is_found_by_every_command(golden, runner, tmp_path):
+    previous = golden.with_name(golden.name + ".previous")
+    golden.rename(previous)  # a save killed between its two renames
+    res = runner.invoke(cli, ["inspect", str(golden)])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(cli, ["compare", str(golden), "--pipeline", TOY])
+    assert res.exit_code == 0 and "identical" in res.output, res.output
+    assert runner.invoke(cli, ["compare", str(golden), str(golden)]).exit_code == 0
+    res = runner.invoke(cli, ["capture", TOY, "--out", str(golden), "--seed", "2"])  # over the fallback
+    assert res.exit_code == 0, res.output
+    assert golden.is_dir() and not previous.exists()
+    assert json.loads((golden / "manifest.json").read_text())["provenance"]["seed"] == 2  # the new capture
+
+
+def test_a_tampered_second_golden_is_exit_2(golden, runner, tmp_path):
+    other = tmp_path / "other"
+    assert runner.invoke(cli, ["capture", TOY, "--out", str(other), "--seed", "1"]).exit_code == 0
+    m = other / "manifest.json"
+    m.write_text(m.read_text().replace('"mask.loss"', '"mask.lost"', 1))
+    _one_line_error(runner.invoke(cli, ["compare", str(golden), str(other)]), "manifest.json: was changed after capture")

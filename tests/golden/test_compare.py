@@ -140,3 +140,18 @@ def test_perturbing_one_element_of_any_stage_blames_exactly_it(stage, where, dat
     assert c.first_divergence.stage == stage.replace("__", ".")
     assert c.first_divergence.detail["mismatches"] == 1
     assert c.first_divergence.detail["first_index"] == [int(j) for j in np.unravel_index(i, arr.shape)]
+
+
+@pytest.mark.parametrize("rtol,atol", [(-1, 0), (float("nan"), 0), (0, float("inf")), (0, -1e-9), (True, 0), ("1", 0)])
+def test_a_tolerance_must_be_finite_and_non_negative(rtol, atol):
+    from signalchain import UsageError
+
+    with pytest.raises(UsageError, match="is not a tolerance: give a finite number >= 0"):
+        Tolerance(rtol, atol)
+
+
+def test_a_per_stage_tolerance_for_an_unknown_stage_is_refused_naming_the_stages():
+    from signalchain import UsageError
+
+    with pytest.raises(UsageError, match=r"stage 'logit', which the golden does not have; its stages: audio\.original, caption"):
+        compare_traces(trace_of(**base()), trace_of(**base()), per_stage={"logit": Tolerance(1e-3, 0)})

@@ -66,6 +66,8 @@ def manifest_pipeline_spec(spec: Any, folder: Path, default: str, builtins: Mapp
         return builtins[spec]
     if spec in builtins.values():
         return spec
+    if spec.startswith("--hf-musicgen"):
+        raise _refuse(spec, "was built from a saved HF MusicGen (--hf-musicgen), which is not a module to import")
     target, sep, attr = spec.partition(":")
     pathlike = any(c in target for c in "/\\~") or target.endswith(".py") or target.startswith(".")
     if pathlike or Path(target).suffix == ".py":
