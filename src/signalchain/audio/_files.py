@@ -169,7 +169,10 @@ def list_files(root: str | os.PathLike[str], suffixes: Sequence[str], resolve: b
     seen_dirs.add((st.st_dev, st.st_ino))
 
     def add(path: str) -> None:
-        key = os.path.realpath(path) if os.path.exists(path) else os.path.abspath(path)
+        # a link to a regular file is listed by its target (one file, one entry); anything else by
+        # the entry itself, so the finding names what sits in the folder, not /dev/zero
+        real = os.path.isfile(path)
+        key = os.path.realpath(path) if real else os.path.abspath(path)
         if key not in seen_files:
             seen_files.add(key)
             out.files.append(key if resolve else path)
