@@ -11,11 +11,12 @@ from typing import Any
 
 import numpy as np
 import soundfile as sf
+import soxr
 
 from .._atomic import write_text_atomic
 from ..findings import Finding
 
-__all__ = ["HtmlReport", "esc", "audio_player", "image_tag", "table", "findings_table"]
+__all__ = ["HtmlReport", "PLAYABLE_RATES", "esc", "audio_player", "image_tag", "table", "findings_table"]
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:0 auto;max-width:1100px;padding:1em 2em;color:#222}
@@ -40,23 +41,66 @@ def image_tag(png: bytes, alt: str = "") -> str:
     return f'<img alt="{esc(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
 
 
+#: Sample rates every browser's decoder takes (Chromium refuses a WAV under 3000 Hz). Audio at another
+#: rate is resampled for its player only, so it still sounds as its data say; the exact samples stay
+#: on disk (golden folder, the file listened to).
+PLAYABLE_RATES = (8000, 192000)
+_MP3_RATES = (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000)
+_MP3_FRAME = 1152  # samples in one MP3 frame; shorter audio is sent as WAV
+#: A player holds at most this much: the page stays loadable when a header's rate is absurd (4000
+#: samples said to be at 1 Hz would be over an hour at a rate a browser plays).
+MAX_PLAYER_SECONDS = 120
+
+
+def _for_player(x: np.ndarray, rate: int) -> tuple[np.ndarray, int, str]:
+    """`x` [T, C] at a rate browsers play, and a note when it had to be resampled."""
+    lo, hi = PLAYABLE_RATES
+    if lo <= rate <= hi:
+        return x, rate, ""
+    target = lo if rate < lo else 48000
+    y = np.clip(soxr.resample(np.ascontiguousarray(x), rate, target), -1.0, 1.0).astype(np.float32)
+    return y, target, f"played at {target} Hz (resampled from {rate} Hz, a rate browsers do not play)"
+
+
+def _nothing_to_play(why: str) -> str:
+    return f'<span class="muted">nothing to play: {esc(why)}</span>'
+
+
 def audio_player(audio: np.ndarray, sample_rate: int, label: str = "") -> str:
-    """An <audio> element holding an MP3 encode of `audio` ([C, T] or [T]); WAV if MP3 fails."""
+    """An <audio> element holding an MP3 encode of `audio` ([C, T] or [T]); WAV if MP3 fails.
+
+    Empty audio, or audio too short to hold one sample at the player's rate, gets a note instead
+    of a player that cannot play.
+    """
     x = np.nan_to_num(np.asarray(audio, dtype=np.float32))
     if x.ndim == 1:
         x = x[None]
-    x = np.clip(x, -1.0, 1.0).T
+    x = np.clip(x, -1.0, 1.0).T  # [T, C]
+    rate = int(sample_rate or 0)
+    if rate <= 0:
+        return _nothing_to_play(f"sample rate {sample_rate!r}")
+    if x.size == 0:
+        return _nothing_to_play(f"{x.shape[0]} samples, {x.shape[1]} channels")
+    notes = []
+    if x.shape[0] > MAX_PLAYER_SECONDS * rate:
+        notes.append(f"the first {MAX_PLAYER_SECONDS} s of {x.shape[0] / rate:.0f} s")
+        x = x[: max(1, int(MAX_PLAYER_SECONDS * rate))]
+    x, rate, note = _for_player(x, rate)
+    notes += [note] if note else []
+    if x.shape[0] == 0:
+        return _nothing_to_play(f"shorter than one sample at {rate} Hz")
     buf, mime = io.BytesIO(), "audio/mpeg"
     try:
-        if sample_rate not in (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000) or x.shape[0] < 1152:
+        if rate not in _MP3_RATES or x.shape[0] < _MP3_FRAME:
             raise ValueError("rate or length unsupported by MP3")
-        sf.write(buf, x, sample_rate, format="MP3", subtype="MPEG_LAYER_III")
+        sf.write(buf, x, rate, format="MP3", subtype="MPEG_LAYER_III")
     except Exception:
         buf, mime = io.BytesIO(), "audio/wav"
-        sf.write(buf, x, sample_rate, format="WAV", subtype="PCM_16")
+        sf.write(buf, x, rate, format="WAV", subtype="PCM_16")
     data = base64.b64encode(buf.getvalue()).decode()
     title = f' title="{esc(label)}"' if label else ""
-    return f'<audio controls preload="none"{title} src="data:{mime};base64,{data}"></audio>'
+    player = f'<audio controls preload="none"{title} src="data:{mime};base64,{data}"></audio>'
+    return player + (f' <span class="muted">{esc("; ".join(notes))}</span>' if notes else "")
 
 
 def table(rows: Iterable[Sequence[Any]], headers: Sequence[str], raw: bool = False) -> str:

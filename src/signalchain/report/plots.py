@@ -35,7 +35,9 @@ def audio_figure(audio: np.ndarray, sample_rate: int | None, title: str = "") ->
     t = np.arange(audio.shape[1]) / sr
     for c in range(audio.shape[0]):
         ax_w.plot(t, audio[c], lw=0.5, alpha=0.8, label=f"ch{c}")
-    ax_w.set_ylim(-1.05, 1.05) if np.abs(audio).max() <= 1.0 else None
+    if not audio.size:  # a file with no samples still gets its (empty) picture, and the page goes on
+        ax_w.text(0.5, 0.5, "no samples", ha="center", va="center", transform=ax_w.transAxes)
+    ax_w.set_ylim(-1.05, 1.05) if not audio.size or np.abs(audio).max() <= 1.0 else None
     ax_w.set_ylabel("amplitude")
     if audio.shape[0] > 1:
         ax_w.legend(loc="upper right", fontsize=7)

@@ -1,0 +1,236 @@
+"""Headless Chromium for the report tests: launch it offline, load a report, read what the page shows.
+
+Used by the fixtures in conftest.py and, run as a script, to take the screenshot of a report that
+the docs show:
+
+    .venv/bin/python tests/report/_chromium.py screenshot PAGE.html OUT.png [--width 1280 --height 1600]
+
+Nothing here downloads anything: the driver is Debian's chromedriver named by path (so selenium's
+manager is never consulted, and a guard makes sure of it), and the browser's host resolver maps
+every name to nowhere, so a page that reached for the network would show it as an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser")
+CHROMEDRIVER_NAMES = ("chromedriver",)
+PAGE_TIMEOUT_S = 30  # loading one report (the largest embed a few MB of data URIs)
+MEDIA_TIMEOUT_MS = 8000  # one <audio> reaching its metadata
+
+
+def _which(names: tuple[str, ...], default: str) -> str | None:
+    for name in names:
+        found = shutil.which(name)
+        if found:
+            return found
+    return default if Path(default).is_file() else None
+
+
+def find_browser() -> tuple[str, str] | str:
+    """(chromium, chromedriver) paths, or the reason the browser tests cannot run."""
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed (pip install -e '.[dev]')"
+    chromium = _which(CHROMIUM_NAMES, "/usr/bin/chromium")
+    driver = _which(CHROMEDRIVER_NAMES, "/usr/bin/chromedriver")
+    if chromium is None:
+        return "chromium is not installed (apt-get install -y chromium)"
+    if driver is None:
+        return "chromedriver is not installed (apt-get install -y chromium-driver)"
+    return chromium, driver
+
+
+def launch(chromium: str, driver: str, width: int = 1280, height: int = 1600) -> Any:
+    """A headless Chromium under chromedriver, console log captured, every step bounded in time."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.selenium_manager import SeleniumManager
+
+    opts = Options()
+    opts.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                f"--window-size={width},{height}", "--hide-scrollbars", "--mute-audio",
+                "--no-first-run", "--no-default-browser-check", "--disable-extensions",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--host-resolver-rules=MAP * ~NOTFOUND"):
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    refuse = AssertionError("selenium's manager was asked for a driver (it would download one)")
+    with mock.patch.object(SeleniumManager, "binary_paths", side_effect=refuse):
+        browser = webdriver.Chrome(service=Service(executable_path=driver), options=opts)
+    browser.set_page_load_timeout(PAGE_TIMEOUT_S)
+    browser.set_script_timeout(PAGE_TIMEOUT_S)
+    return browser
+
+
+# Runs in the page once it has loaded: each <audio> is asked for its metadata in turn (the reports
+# say preload="none", so nothing decodes until asked), each <img> is read, and every reference
+# the page makes is listed so the test can tell the page needs nothing outside itself.
+_INSPECT = """
+const done = arguments[arguments.length - 1];
+const limit = arguments[0];
+function media(a) {
+  return new Promise(resolve => {
+    let settled = false;
+    const finish = why => {
+      if (settled) return;
+      settled = true;
+      resolve({label: a.title || '', ready: a.readyState, duration: String(a.duration),
+               error: a.error ? a.error.code + ' ' + (a.error.message || '') : null, why: why,
+               mime: (a.currentSrc || a.src || '').slice(0, 40).split(';')[0]});
+    };
+    a.addEventListener('loadedmetadata', () => finish('loadedmetadata'), {once: true});
+    a.addEventListener('error', () => finish('error'), {once: true});
+    setTimeout(() => finish('timeout'), limit);
+    if (a.readyState >= 1) { finish('ready'); return; }
+    a.preload = 'metadata';
+    a.load();
+  });
+}
+(async () => {
+  const audio = [];
+  for (const a of document.querySelectorAll('audio')) audio.push(await media(a));
+  const images = Array.from(document.images).map(i => ({alt: i.alt, complete: i.complete,
+                                                         width: i.naturalWidth, height: i.naturalHeight}));
+  const refs = [];
+  for (const el of document.querySelectorAll('*')) {
+    for (const at of el.attributes) {
+      if (['src', 'href', 'srcset', 'poster', 'data', 'action', 'formaction'].includes(at.name)) refs.push(at.value.slice(0, 60));
+      if (at.name.startsWith('on')) refs.push('handler ' + at.name);
+    }
+  }
+  const css = Array.from(document.querySelectorAll('style')).map(s => s.textContent).join('');
+  for (const m of css.matchAll(/url\\(([^)]*)\\)|@import/g)) refs.push('css ' + m[0].slice(0, 60));
+  const fetched = performance.getEntriesByType('resource').map(e => e.name.slice(0, 60));
+  done({title: document.title, audio: audio, images: images, refs: refs, fetched: fetched,
+        scripts: document.scripts.length, pwned: window.__signalchain_pwned === undefined ? null : String(window.__signalchain_pwned),
+        text: document.body ? document.body.innerText.slice(0, 200000) : ''});
+})();
+"""
+
+
+@dataclass
+class Page:
+    """What a report showed in the browser."""
+
+    title: str
+    audio: list[dict[str, Any]]
+    images: list[dict[str, Any]]
+    refs: list[str]
+    fetched: list[str]
+    scripts: int
+    pwned: str | None
+    text: str
+    console: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def silent_players(self) -> list[dict[str, Any]]:
+        """<audio> elements that did not decode to a finite, positive duration."""
+        bad = []
+        for a in self.audio:
+            try:
+                dur = float(a["duration"])
+            except ValueError:
+                dur = float("nan")
+            if not (a["ready"] >= 1 and a["error"] is None and dur == dur and 0 < dur < float("inf")):
+                bad.append(a)
+        return bad
+
+    @property
+    def broken_images(self) -> list[dict[str, Any]]:
+        return [i for i in self.images if not (i["complete"] and i["width"] > 0 and i["height"] > 0)]
+
+    @property
+    def console_errors(self) -> list[dict[str, Any]]:
+        return [e for e in self.console if e.get("level") == "SEVERE"]
+
+    @property
+    def outside_refs(self) -> list[str]:
+        """References to anything but the page itself or an embedded data: URI."""
+        return [r for r in self.refs if not (r.startswith("data:") or r.startswith("#"))] + \
+               [f for f in self.fetched if not f.startswith("data:")]
+
+    def durations(self) -> list[float]:
+        return [float(a["duration"]) for a in self.audio]
+
+    def problems(self) -> list[str]:
+        """Every way the page failed the checks (empty when it passed them all)."""
+        out = [f"audio did not decode: {a}" for a in self.silent_players]
+        out += [f"image did not load: {i}" for i in self.broken_images]
+        out += [f"console error: {e.get('message', '')[:300]}" for e in self.console_errors]
+        out += [f"not self-contained: {r}" for r in self.outside_refs]
+        if self.scripts:
+            out.append(f"{self.scripts} <script> elements (a report carries none)")
+        if self.pwned is not None:
+            out.append(f"code from the data ran: window.__signalchain_pwned = {self.pwned}")
+        return out
+
+
+def load(browser: Any, path: str | Path) -> Page:
+    """Open a report file and inspect it; raises if the file is missing (Chromium would show its own
+    error page, whose pictures load fine)."""
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise FileNotFoundError(f"no report at {path}")
+    browser.get_log("browser")  # drop what earlier pages logged
+    browser.get(path.as_uri())
+    res = browser.execute_async_script(_INSPECT, MEDIA_TIMEOUT_MS)
+    page = Page(**res)
+    page.console = browser.get_log("browser")
+    return page
+
+
+def screenshot(browser: Any, page: str | Path, out: str | Path, full_page: bool = False) -> Path:
+    """A PNG of `page` at the window's size (or the whole page, by the DevTools protocol)."""
+    browser.get(Path(page).resolve().as_uri())
+    params: dict[str, Any] = {"format": "png"}
+    if full_page:
+        params["captureBeyondViewport"] = True
+        size = browser.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+        params["clip"] = {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}
+    data = base64.b64decode(browser.execute_cdp_cmd("Page.captureScreenshot", params)["data"])
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(data)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    shot = sub.add_parser("screenshot", help="PNG of a report page")
+    shot.add_argument("page")
+    shot.add_argument("out")
+    shot.add_argument("--width", type=int, default=1280)
+    shot.add_argument("--height", type=int, default=1600)
+    shot.add_argument("--full-page", action="store_true")
+    args = ap.parse_args(argv)
+    found = find_browser()
+    if isinstance(found, str):
+        print(f"_chromium: {found}", file=sys.stderr)
+        return 2
+    browser = launch(*found, width=args.width, height=args.height)
+    try:
+        problems = load(browser, args.page).problems()
+        if problems:
+            print("_chromium: the page fails its checks:\n  " + "\n  ".join(problems), file=sys.stderr)
+            return 1
+        print(screenshot(browser, args.page, args.out, args.full_page))
+    finally:
+        browser.quit()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
