@@ -20,7 +20,7 @@ import torch
 __all__ = ["LossReading", "read_loss", "nonfinite_names", "scaler_guards", "reduced", "safely", "visible"]
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(slots=True)
 class LossReading:
     """The step's loss as the Monitor read it.
 
@@ -53,6 +53,9 @@ def _unreadable(loss: Any, why: str) -> LossReading:
 def read_loss(loss: Any) -> LossReading:
     """Judge a loss on all of its elements: any NaN or inf element makes the step non-finite."""
     try:
+        if isinstance(loss, torch.Tensor) and loss.is_floating_point() and loss.numel() == 1:
+            v = float(loss.detach())  # the usual reduced loss: one device read, nothing more
+            return LossReading(v, True) if math.isfinite(v) else LossReading(v, False, 1, 1)
         value = _unwrap(loss)
         if value is None:
             return _unreadable(loss, "None")
@@ -72,10 +75,9 @@ def read_loss(loss: Any) -> LossReading:
             return _unreadable(loss, "a boolean tensor")
         if not (t.is_floating_point() or t.is_complex()):  # integers are always finite
             return LossReading(float(t.double().mean()), True, t.numel())
-        if t.numel() == 1:  # the usual reduced loss: one device read
-            v = complex(t.reshape(())).real if t.is_complex() else float(t.reshape(()).float())
-            finite = bool(torch.isfinite(t).all()) if t.is_complex() else math.isfinite(v)
-            return LossReading(v, finite, 1, 0 if finite else 1)
+        if t.numel() == 1 and t.is_complex():
+            finite = bool(torch.isfinite(t).all())
+            return LossReading(complex(t.reshape(())).real, finite, 1, 0 if finite else 1)
         finite = bool(torch.isfinite(t).all())  # an unreduced loss: every element counts
         real = t.real if t.is_complex() else t
         if finite:
