@@ -341,14 +341,10 @@ class DuckScaler:
     def scale(self, loss: torch.Tensor) -> torch.Tensor:
         return loss
 
-    def unscale_(self, opt: Any) -> None:
-        pass
-
     def step(self, opt: Any) -> None:
         opt.step()
 
-    def update(self) -> None:
-        pass
+    unscale_ = update = lambda self, *args: None  # noqa: E731
 
 
 class EagerScaler(torch.amp.GradScaler):
@@ -386,3 +382,28 @@ def test_an_honest_grad_scaler_is_left_the_overflow_and_skips_it() -> None:
     assert [r.ok for r in records] == [True] * STEPS  # the scaler's to skip, as documented
     assert same(records[NAN_AT].before, records[NAN_AT].after)  # ...and it did
     assert not any(newly_nonfinite(r.before, r.after) for r in records) and mon.skipped == 1
+
+
+# ---- strict mode: the one place an exception reaches the loop ------------------------------------------------
+
+@pytest.mark.parametrize("case", ["unreduced", "replay_raises", "internal"])
+def test_strict_raises_non_finite_error_on_the_nan_step_only(monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    from signalchain.monitor import NonFiniteError
+
+    def broken(m: nn.Module, batch: Any) -> Any:
+        raise KeyError("no such field")
+
+    if case == "internal":
+        monkeypatch.setattr(monitor_module, "norm_of", boom)
+    model = make()
+    opt = sgd(model)
+    mon = Monitor(model, opt, replay=broken if case == "replay_raises" else per_example, strict=True,
+                  on_finding=lambda f: None)
+    data = batches("input")
+    if case == "internal":  # strict surfaces the monitor's own failure on a healthy step...
+        with pytest.raises(RuntimeError, match="internal measurement exploded"):
+            drive(model, opt, mon, data[:1])
+    else:
+        drive(model, opt, mon, data[:NAN_AT])  # the healthy steps pass, strict or not
+    with pytest.raises(NonFiniteError, match=f"step {mon.steps}: .*(not finite|non-finite)"):  # ...a NaN step
+        drive(model, opt, mon, data[NAN_AT:NAN_AT + 1])
