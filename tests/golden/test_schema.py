@@ -163,7 +163,9 @@ def test_bytes_that_are_not_utf8_are_refused(tiny):
 
 
 @pytest.mark.parametrize("stage,field,value,expected", [
-    ("audio.original", "dtype", "bool", r"stages\[0\]\.dtype: stage 'audio\.original' is recorded as 'bool', but its array in values\.safetensors is float32"),
+    ("audio.original", "dtype", "float64", r"stages\[0\]\.dtype: stage 'audio\.original' is recorded as 'float64', but its array in values\.safetensors is float32"),
+    ("audio.original", "dtype", "bool", r"stages\[0\]\.kind: stage 'audio\.original' of dtype 'bool' is not audio"),
+    ("audio.original", "dtype", "bfloat16", r"stages\[0\]\.dtype: .* its float32 values in values\.safetensors are not all bfloat16 values"),
     ("tokens", "dtype", "int32", r"stages\[3\]\.dtype: stage 'tokens' is recorded as 'int32'.* is int64"),
     ("logits", "dtype", "float32", r"stages\[5\]\.dtype: .* is float16"),
     ("tokens", "shape", [2, 4, 2], r"stages\[3\]\.shape: stage 'tokens' is recorded with shape \[2, 4, 2\], but its array .* \[2, 2, 4\]"),

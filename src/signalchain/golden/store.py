@@ -32,7 +32,7 @@ from ..trace import StageRecord, Trace
 from . import _swap
 from ._files import MANIFEST, VALUES, golden_folder, read_file, refuse_code, refuse_links
 from .schema import SCHEMA, SCHEMA_VERSION, canonical_json, parse_manifest, seal, validate_manifest
-from .verify import check_arrays, check_manifest, inline_value
+from .verify import check_arrays, check_manifest, check_values_metadata, check_wavs, inline_value
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "Golden", "save_golden", "load_golden", "wav_name"]
 
@@ -171,9 +171,9 @@ def _write_manifest(mpath: Path, manifest: dict[str, Any]) -> None:
         os.fsync(fh.fileno())
 
 
-def _read_values(folder: Path, files: dict[str, str]) -> bytes:
+def _read_files(folder: Path, files: dict[str, str]) -> dict[str, bytes]:
     """Every listed file exists, is a real file, holds no pickle and has the manifest's sha256."""
-    values = b""
+    out = {}
     for rel in sorted(files):
         fpath = folder / rel
         data = read_file(fpath, _MISSING)
@@ -182,9 +182,8 @@ def _read_values(folder: Path, files: dict[str, str]) -> bytes:
         if actual != files[rel]:
             raise GoldenFileError(f"{fpath}: sha256 {actual[:12]}… does not match the manifest's {files[rel][:12]}…: "
                                   "the file was changed or damaged after capture")
-        if rel == VALUES:
-            values = data
-    return values
+        out[rel] = data
+    return out
 
 
 def load_golden(path: str | Path) -> Golden:
@@ -197,13 +196,15 @@ def load_golden(path: str | Path) -> Golden:
     obj = parse_manifest(raw, mpath)
     manifest = validate_manifest(obj, mpath)
     check_manifest(manifest, mpath)
-    values = _read_values(folder, dict(manifest.files))
+    contents = _read_files(folder, dict(manifest.files))
     try:
-        arrays = load_safetensors(values)
+        arrays = load_safetensors(contents[VALUES])
     except Exception as exc:  # the Rust parser's errors; nothing in it can run code
         raise GoldenFileError(f"{folder / VALUES}: is not a readable safetensors file ({type(exc).__name__}: "
                               f"{str(exc)[:200]})") from None
     check_arrays(manifest, arrays, folder)
+    check_wavs(manifest, arrays, contents, folder)
+    check_values_metadata(contents[VALUES], folder / VALUES)
     trace = Trace()
     for st, raw_st in zip(manifest.stages, obj["stages"]):
         value = arrays[st.name] if st.value.storage == "safetensors" else inline_value(st)

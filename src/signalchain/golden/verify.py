@@ -8,24 +8,33 @@ that leaves the folder. Each such claim is checked here; the first false one is 
 
 from __future__ import annotations
 
+import io
+import json
 import math
 import re
+import struct
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import soundfile as sf
 
+from ..audio.io import join_examples
 from ..errors import GoldenFileError
 from ..stats import as_batch_audio, content_hash
+from ..trace import is_audio_stage
 from ._files import AUDIO_DIR, VALUES
-from .schema import InlineValue, Manifest, StageEntry
+from .schema import SCHEMA, InlineValue, Manifest, StageEntry
 
-__all__ = ["check_manifest", "check_arrays", "inline_value", "NONFINITE", "LOW_PRECISION"]
+__all__ = ["check_manifest", "check_arrays", "check_values_metadata", "check_wavs", "inline_value", "NONFINITE",
+           "LOW_PRECISION"]
 
 #: Scalars that are not finite are stored as these strings (the manifest is strict JSON).
 NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 #: Torch dtypes numpy lacks: their values are kept as float32 (`_tensor.to_numpy`).
 LOW_PRECISION = re.compile(r"^(bfloat16|float8_\w+)$")
+#: float32 mantissa bits that a value converted from each low-precision dtype has at zero.
+_LOW_BITS = {"bfloat16": 16, "float8_e4m3fn": 20, "float8_e4m3fnuz": 20, "float8_e5m2": 21, "float8_e5m2fnuz": 21}
 _FORBIDDEN_IN_NAMES = re.compile(r"[/\\\x00-\x1f\x7f]|\.\.")
 _WAV_FILE = re.compile(r"^[\w.-]+\.wav$")
 
@@ -75,13 +84,24 @@ def _check_inline(st: StageEntry, where: str, mpath: Path) -> None:
         if st.summary.get("value") != data:
             raise _bad(mpath, f"{where}.summary.value", f"{st.summary.get('value')!r:.40} is not the stored "
                        f"value {data!r:.40}")
-    else:  # json
+    else:  # json: what a tap of something that is neither text nor a number records
+        if isinstance(data, (str, int, float)) or (isinstance(data, list) and data and all(isinstance(t, str) for t in data)):
+            raise _bad(mpath, f"{where}.kind", f"a {type(data).__name__} value is recorded as text or a scalar, not json")
         expected = [len(data)] if isinstance(data, list) else []
         if st.shape != expected:
             raise _bad(mpath, f"{where}.shape", f"recorded {st.shape}, but the stored JSON has shape {expected}")
     if content_hash(data) != st.value.sha256:
         raise GoldenFileError(f"{mpath}: value of stage {st.name!r} does not match its sha256: it was changed "
                               "after capture")
+
+
+def _check_array_kind(st: StageEntry, where: str, mpath: Path) -> None:
+    """`audio` is what a floating array tapped under an audio.* name or with a sample_rate records."""
+    if not st.shape:
+        raise _bad(mpath, f"{where}.shape", f"a {st.kind} stage has at least one axis (a 0-d value is a scalar)")
+    if st.kind == "audio" and not ("float" in st.dtype and (is_audio_stage(st.name) or st.meta.sample_rate)):
+        raise _bad(mpath, f"{where}.kind", f"stage {st.name!r} of dtype {st.dtype!r} is not audio (audio is floating "
+                   "point, tapped as audio.* or with a sample_rate)")
 
 
 def check_manifest(m: Manifest, mpath: Path) -> None:
@@ -105,8 +125,10 @@ def check_manifest(m: Manifest, mpath: Path) -> None:
         _check_wav(st, where, mpath, wavs)
         if isinstance(st.value, InlineValue):
             _check_inline(st, where, mpath)
-        elif st.value.key != st.name:
-            raise _bad(mpath, f"{where}.value.key", f"{st.value.key!r:.60} is not the stage's name {st.name!r}")
+        else:
+            if st.value.key != st.name:
+                raise _bad(mpath, f"{where}.value.key", f"{st.value.key!r:.60} is not the stage's name {st.name!r}")
+            _check_array_kind(st, where, mpath)
     listed = set(m.files)
     expected = {VALUES, *wavs}
     if listed != expected:
@@ -124,24 +146,15 @@ def _check_dtype(st: StageEntry, arr: np.ndarray, where: str, mpath: Path) -> No
     if st.shape != shape:
         raise _bad(mpath, f"{where}.shape", f"stage {st.name!r} is recorded with shape {st.shape}, but its array "
                    f"in {VALUES} has shape {shape}")
+    low = _LOW_BITS.get(st.dtype, 0)
+    if low and stored == "float32" and np.any(np.ascontiguousarray(arr).view(np.uint32) & np.uint32((1 << low) - 1)):
+        raise _bad(mpath, f"{where}.dtype", f"stage {st.name!r} is recorded as {st.dtype!r}, but its float32 values "
+                   f"in {VALUES} are not all {st.dtype} values")
     for key, actual in (("dtype", stored), ("shape", shape)):
         if st.summary.get(key) != actual:
             raise _bad(mpath, f"{where}.summary.{key}", f"{st.summary.get(key)!r:.40} is not its array's {actual}")
     if st.kind == "audio" and not np.issubdtype(arr.dtype, np.floating):
         raise _bad(mpath, f"{where}.kind", f"audio stage {st.name!r} holds {stored} values; audio is floating point")
-
-
-def _check_segments(st: StageEntry, arr: np.ndarray, where: str, mpath: Path) -> None:
-    wav = st.meta.wav
-    if wav is None:
-        return
-    if not 1 <= arr.ndim <= 3:
-        raise _bad(mpath, f"{where}.meta.wav", f"an audio array of shape {list(arr.shape)} has no WAV layout")
-    b, _, t = as_batch_audio(arr).shape
-    ok = len(wav.segments) == b and all(end - start == t for start, end in wav.segments)
-    ok = ok and all(a[1] <= b_[0] for a, b_ in zip(wav.segments, wav.segments[1:]))
-    if not ok:
-        raise _bad(mpath, f"{where}.meta.wav.segments", f"do not lay out {b} examples of {t} samples in order")
 
 
 def check_arrays(m: Manifest, arrays: dict[str, np.ndarray], folder: Path) -> None:
@@ -160,7 +173,47 @@ def check_arrays(m: Manifest, arrays: dict[str, np.ndarray], folder: Path) -> No
         if content_hash(arr) != st.value.sha256:
             raise GoldenFileError(f"{vpath}: value of stage {st.name!r} does not match its sha256: it was changed "
                                   "after capture")
-        _check_segments(st, arr, where, mpath)
+
+
+def check_values_metadata(values: bytes, vpath: Path) -> None:
+    """The safetensors header's metadata is the one signalchain writes (read after the Rust parser
+    accepted the file, so the header's length and JSON are known to be sound)."""
+    (length,) = struct.unpack("<Q", values[:8])
+    try:
+        header = json.loads(values[8 : 8 + length].decode("utf-8"))
+    except (ValueError, RecursionError):
+        header = None
+    meta = header.get("__metadata__") if isinstance(header, dict) else None
+    if meta != {"schema": SCHEMA}:
+        raise GoldenFileError(f"{vpath}: its header metadata is {meta!r:.80}, not {{'schema': {SCHEMA!r}}}: it was "
+                              "not written by signalchain, or was edited")
+
+
+def check_wavs(m: Manifest, arrays: dict[str, np.ndarray], wavs: dict[str, bytes], folder: Path) -> None:
+    """Each WAV holds exactly its stage's audio laid end to end where its segments say (what
+    `save_golden` wrote): what a user listens to is what the golden compares."""
+    for i, st in enumerate(m.stages):
+        wav, rate = st.meta.wav, int(st.meta.sample_rate or 0)
+        if wav is None:
+            continue
+        arr, wpath = arrays[st.name], folder / wav.path
+        if not 1 <= arr.ndim <= 3 or rate <= 0:
+            raise _bad(folder / "manifest.json", f"stages[{i}].meta.wav", f"an audio array of shape "
+                       f"{list(arr.shape)} without a sample rate has no WAV")
+        joined, segments = join_examples(as_batch_audio(arr), rate)
+        if wav.segments != segments:
+            raise _bad(folder / "manifest.json", f"stages[{i}].meta.wav.segments",
+                       f"are not where the {len(segments)} examples lie in {wav.path}")
+        expected = np.where(np.isfinite(joined), joined, 0.0).astype(np.float32).T  # [T, C]
+        try:
+            with sf.SoundFile(io.BytesIO(wavs[wav.path])) as f:
+                ok = f.samplerate == rate and f.channels == expected.shape[1] and f.frames == expected.shape[0]
+                audio = f.read(dtype="float32", always_2d=True) if ok else None
+        except Exception as exc:  # libsndfile's errors, whatever their type
+            raise GoldenFileError(f"{wpath}: is not a readable WAV ({type(exc).__name__}: {str(exc)[:120]})") from None
+        if audio is None or not np.array_equal(audio, expected):
+            raise GoldenFileError(f"{wpath}: does not hold the audio of stage {st.name!r} ({VALUES}): it was "
+                                  "changed after capture")
 
 
 def inline_value(st: StageEntry) -> Any:
