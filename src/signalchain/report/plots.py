@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import matplotlib
 
@@ -17,6 +19,18 @@ __all__ = ["audio_figure", "codes_figure", "mask_figure", "histogram_figure", "l
 _DPI = 80
 
 
+def _literal(draw: Callable[..., bytes]) -> Callable[..., bytes]:
+    """Draw with every text taken literally: titles and labels carry users' words (file names,
+    caption words, stage names), and a `$` pair in them is not mathtext (`$$` once stopped a page)."""
+
+    @functools.wraps(draw)
+    def wrapper(*args: Any, **kwargs: Any) -> bytes:
+        with plt.rc_context({"text.parse_math": False}):
+            return draw(*args, **kwargs)
+
+    return wrapper
+
+
 def _png(fig: plt.Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=_DPI, bbox_inches="tight")
@@ -24,6 +38,7 @@ def _png(fig: plt.Figure) -> bytes:
     return buf.getvalue()
 
 
+@_literal
 def audio_figure(audio: np.ndarray, sample_rate: int | None, title: str = "") -> bytes:
     """Waveform (every channel) above a log-magnitude spectrogram of the mono downmix. audio: [C, T]."""
     audio = np.nan_to_num(np.asarray(audio, dtype=np.float64))
@@ -55,6 +70,7 @@ def audio_figure(audio: np.ndarray, sample_rate: int | None, title: str = "") ->
     return _png(fig)
 
 
+@_literal
 def codes_figure(codes: np.ndarray, title: str = "", cardinality: int | None = None) -> bytes:
     """Token ids per codebook over time. codes: [K, T]."""
     codes = np.asarray(codes)
@@ -71,6 +87,7 @@ def codes_figure(codes: np.ndarray, title: str = "", cardinality: int | None = N
     return _png(fig)
 
 
+@_literal
 def mask_figure(mask: np.ndarray, title: str = "") -> bytes:
     """A boolean mask as black (kept) and white (dropped) cells. mask: [rows, T]."""
     mask = np.asarray(mask, dtype=float)
@@ -85,6 +102,7 @@ def mask_figure(mask: np.ndarray, title: str = "") -> bytes:
     return _png(fig)
 
 
+@_literal
 def histogram_figure(values: np.ndarray, title: str = "") -> bytes:
     v = np.asarray(values, dtype=np.float64).ravel()
     v = v[np.isfinite(v)]
@@ -97,6 +115,7 @@ def histogram_figure(values: np.ndarray, title: str = "") -> bytes:
     return _png(fig)
 
 
+@_literal
 def line_figure(series: Mapping[str, tuple[Sequence[float], Sequence[float]]], title: str = "",
                 xlabel: str = "", ylabel: str = "", logx: bool = False, logy: bool = False,
                 vlines: Mapping[str, float] | None = None, ylim: tuple[float, float] | None = None) -> bytes:
@@ -126,6 +145,7 @@ def line_figure(series: Mapping[str, tuple[Sequence[float], Sequence[float]]], t
     return _png(fig)
 
 
+@_literal
 def bar_figure(values: Mapping[str, float], title: str = "", xlabel: str = "", logx: bool = True,
                limit: int = 30) -> bytes:
     """Horizontal bars, largest first (per-layer update ratios, gradient norms)."""
