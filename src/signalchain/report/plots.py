@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import io
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 import matplotlib
 
@@ -19,16 +17,11 @@ __all__ = ["audio_figure", "codes_figure", "mask_figure", "histogram_figure", "l
 _DPI = 80
 
 
-def _literal(draw: Callable[..., bytes]) -> Callable[..., bytes]:
-    """Draw with every text taken literally: titles and labels carry users' words (file names,
-    caption words, stage names), and a `$` pair in them is not mathtext (`$$` once stopped a page)."""
-
-    @functools.wraps(draw)
-    def wrapper(*args: Any, **kwargs: Any) -> bytes:
-        with plt.rc_context({"text.parse_math": False}):
-            return draw(*args, **kwargs)
-
-    return wrapper
+def _plain(text: object) -> str:
+    """User text (file names, caption words, stage names) drawn as written: a `$` pair would be
+    parsed as mathtext (`$$` stops the figure), so each `$` is escaped. Matplotlib's own tick
+    labels keep their mathtext (10^k on log axes)."""
+    return str(text).replace("$", r"\$")
 
 
 def _png(fig: plt.Figure) -> bytes:
@@ -38,7 +31,6 @@ def _png(fig: plt.Figure) -> bytes:
     return buf.getvalue()
 
 
-@_literal
 def audio_figure(audio: np.ndarray, sample_rate: int | None, title: str = "") -> bytes:
     """Waveform (every channel) above a log-magnitude spectrogram of the mono downmix. audio: [C, T]."""
     audio = np.nan_to_num(np.asarray(audio, dtype=np.float64))
@@ -57,7 +49,7 @@ def audio_figure(audio: np.ndarray, sample_rate: int | None, title: str = "") ->
     if audio.shape[0] > 1:
         ax_w.legend(loc="upper right", fontsize=7)
     if title:
-        ax_w.set_title(title, fontsize=9)
+        ax_w.set_title(_plain(title), fontsize=9)
     mono = audio.mean(axis=0)
     nper = min(512, max(16, len(mono)))
     if len(mono) >= 16:
@@ -70,7 +62,6 @@ def audio_figure(audio: np.ndarray, sample_rate: int | None, title: str = "") ->
     return _png(fig)
 
 
-@_literal
 def codes_figure(codes: np.ndarray, title: str = "", cardinality: int | None = None) -> bytes:
     """Token ids per codebook over time. codes: [K, T]."""
     codes = np.asarray(codes)
@@ -83,11 +74,10 @@ def codes_figure(codes: np.ndarray, title: str = "", cardinality: int | None = N
     ax.set_xlabel("frame")
     fig.colorbar(im, ax=ax, pad=0.01)
     if title:
-        ax.set_title(title, fontsize=9)
+        ax.set_title(_plain(title), fontsize=9)
     return _png(fig)
 
 
-@_literal
 def mask_figure(mask: np.ndarray, title: str = "") -> bytes:
     """A boolean mask as black (kept) and white (dropped) cells. mask: [rows, T]."""
     mask = np.asarray(mask, dtype=float)
@@ -98,11 +88,10 @@ def mask_figure(mask: np.ndarray, title: str = "") -> bytes:
     ax.imshow(mask, aspect="auto", interpolation="nearest", cmap="Greys", vmin=0, vmax=1)
     ax.set_xlabel("position")
     if title:
-        ax.set_title(title, fontsize=9)
+        ax.set_title(_plain(title), fontsize=9)
     return _png(fig)
 
 
-@_literal
 def histogram_figure(values: np.ndarray, title: str = "") -> bytes:
     v = np.asarray(values, dtype=np.float64).ravel()
     v = v[np.isfinite(v)]
@@ -111,11 +100,10 @@ def histogram_figure(values: np.ndarray, title: str = "") -> bytes:
         ax.hist(v, bins=60, color="#4c72b0")
     ax.set_yscale("log")
     if title:
-        ax.set_title(title, fontsize=9)
+        ax.set_title(_plain(title), fontsize=9)
     return _png(fig)
 
 
-@_literal
 def line_figure(series: Mapping[str, tuple[Sequence[float], Sequence[float]]], title: str = "",
                 xlabel: str = "", ylabel: str = "", logx: bool = False, logy: bool = False,
                 vlines: Mapping[str, float] | None = None, ylim: tuple[float, float] | None = None) -> bytes:
@@ -124,10 +112,10 @@ def line_figure(series: Mapping[str, tuple[Sequence[float], Sequence[float]]], t
     if ylim is not None:
         ax.set_ylim(*ylim)
     for name, (x, y) in series.items():
-        ax.plot(np.asarray(x, dtype=float), np.asarray(y, dtype=float), lw=1.2, label=name)
+        ax.plot(np.asarray(x, dtype=float), np.asarray(y, dtype=float), lw=1.2, label=_plain(name))
     for name, x in (vlines or {}).items():
         ax.axvline(x, ls="--", lw=0.8, color="grey")
-        ax.text(x, ax.get_ylim()[1], name, rotation=90, va="top", fontsize=7)
+        ax.text(x, ax.get_ylim()[1], _plain(name), rotation=90, va="top", fontsize=7)
     def positive(axis: int) -> bool:  # a log axis needs something above zero to show (all-zero norms: linear)
         return any(np.any(np.asarray(xy[axis], dtype=float) > 0) for xy in series.values())
 
@@ -135,17 +123,16 @@ def line_figure(series: Mapping[str, tuple[Sequence[float], Sequence[float]]], t
         ax.set_xscale("log")
     if logy and positive(1):
         ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    ax.set_xlabel(_plain(xlabel))
+    ax.set_ylabel(_plain(ylabel))
     if title:
-        ax.set_title(title, fontsize=9)
+        ax.set_title(_plain(title), fontsize=9)
     if len(series) > 1:
         ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     return _png(fig)
 
 
-@_literal
 def bar_figure(values: Mapping[str, float], title: str = "", xlabel: str = "", logx: bool = True,
                limit: int = 30) -> bytes:
     """Horizontal bars, largest first (per-layer update ratios, gradient norms)."""
@@ -155,11 +142,11 @@ def bar_figure(values: Mapping[str, float], title: str = "", xlabel: str = "", l
     vals = [max(float(v), 1e-30) if logx else float(v) for _, v in items][::-1]
     ax.barh(range(len(vals)), vals, color="#4c72b0")
     ax.set_yticks(range(len(vals)))
-    ax.set_yticklabels(names, fontsize=7)
+    ax.set_yticklabels([_plain(n) for n in names], fontsize=7)
     if logx:
         ax.set_xscale("log")
-    ax.set_xlabel(xlabel)
+    ax.set_xlabel(_plain(xlabel))
     if title:
-        ax.set_title(title, fontsize=9)
+        ax.set_title(_plain(title), fontsize=9)
     ax.grid(alpha=0.3, axis="x")
     return _png(fig)
