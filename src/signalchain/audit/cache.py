@@ -74,7 +74,7 @@ def file_key(path: str) -> tuple[int, int] | None:
     """(size, mtime_ns) of a file, or None when it cannot be stat'ed."""
     try:
         st = os.stat(path)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL byte in the name
         return None
     return int(st.st_size), int(st.st_mtime_ns)
 

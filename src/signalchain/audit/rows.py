@@ -187,11 +187,9 @@ def csv_rows(path: Path) -> Iterator[Row]:
             row = next(reader)
         except StopIteration:
             return
-        except csv.Error as exc:  # a field past csv's size limit, a stray quote: that row, then the next
+        except csv.Error as exc:  # a field past csv's size limit: that row (it is consumed), then the next
             at = max(reader.line_num, before + 1)
             yield at, invalid(path, at, f"not a CSV row ({exc})")
-            if reader.line_num == before:  # nothing consumed: stop rather than spin
-                return
             continue
         n = reader.line_num
         bad = [k for k, v in row.items() if k != "file_name" and isinstance(v, str) and has_surrogates(v)]

@@ -129,8 +129,10 @@ def _resolve(raw: str, base: Path) -> str:
 def _named(item: Item) -> Item:
     """`item` with the name findings show (undecodable bytes escaped) and a note when its file
     name is not UTF-8."""
-    if item.path is not None and has_surrogates(item.path):
-        item.ref = display_path(item.path)
+    if item.path is None:
+        return item
+    item.ref = display_path(item.path)  # control characters too: one finding stays one line
+    if has_surrogates(item.path):
         item.name_note = f"the file name is not UTF-8 (shown with \\x escapes: {os.path.basename(item.ref)})"
     return item
 
