@@ -191,15 +191,19 @@ def load(browser: Any, path: str | Path) -> Page:
     return page
 
 
-def screenshot(browser: Any, page: str | Path, out: str | Path, full_page: bool = False) -> Path:
-    """A PNG of `page` at the window's size (or the whole page, by the DevTools protocol)."""
-    browser.get(Path(page).resolve().as_uri())
+def screenshot(browser: Any, out: str | Path, width: int = 1280, height: int = 1600, full_page: bool = False) -> Path:
+    """A PNG of the page the browser shows (after `load`, so players show their durations), at a
+    viewport of width x height CSS pixels, or the whole page, by the DevTools protocol."""
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+    browser.execute_script("window.scrollTo(0, 0)")
     params: dict[str, Any] = {"format": "png"}
     if full_page:
-        params["captureBeyondViewport"] = True
         size = browser.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
-        params["clip"] = {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}
+        params["captureBeyondViewport"] = True
+        params["clip"] = {"x": 0, "y": 0, "width": width, "height": max(height, size["height"]), "scale": 1}
     data = base64.b64decode(browser.execute_cdp_cmd("Page.captureScreenshot", params)["data"])
+    browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(data)
@@ -226,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         if problems:
             print("_chromium: the page fails its checks:\n  " + "\n  ".join(problems), file=sys.stderr)
             return 1
-        print(screenshot(browser, args.page, args.out, args.full_page))
+        print(screenshot(browser, args.out, args.width, args.height, args.full_page))
     finally:
         browser.quit()
     return 0

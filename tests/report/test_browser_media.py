@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from _chromium import load
+from _chromium import load, screenshot
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -131,3 +131,16 @@ def test_the_checks_fail_on_a_broken_page(browser: Any, tmp_path: Path) -> None:
 def test_a_missing_report_is_an_error_not_the_browsers_error_page(browser: Any, tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="no report at"):
         load(browser, tmp_path / "never-written.html")
+
+
+def test_screenshot_is_a_png_of_the_viewport_or_the_whole_page(browser: Any, tmp_path: Path) -> None:
+    from PIL import Image
+
+    page = HtmlReport("signalchain screenshot")
+    page.section("tall", "<p>line</p>" * 200)  # taller than the viewport
+    load(browser, page.write(tmp_path / "tall.html"))
+    view = screenshot(browser, tmp_path / "view.png", 800, 600)
+    whole = screenshot(browser, tmp_path / "whole.png", 800, 600, full_page=True)
+    with Image.open(view) as v, Image.open(whole) as w:
+        assert v.format == "PNG" and v.size == (800, 600)
+        assert w.size[0] == 800 and w.size[1] > 2000
