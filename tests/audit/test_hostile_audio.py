@@ -158,3 +158,14 @@ def test_a_header_claiming_two_billion_frames_allocates_what_is_there(tmp_path: 
     tracemalloc.stop()
     assert af.frames == SR and af.frames_claimed == 0xFFFFFFFE // 2 and af.truncated
     assert peak < 4 * (SR * 4)  # a few copies of the 64 KB that decode, not 8 GB
+
+
+@pytest.mark.slow
+def test_two_worker_processes_give_the_same_report(audited: dict[str, Any], tmp_path: Path) -> None:
+    out = tmp_path / "w2.json"
+    with alarm(300):
+        run = CliRunner().invoke(cli, ["audit", str(audited["root"]), "--no-cache", "--workers", "2", "--json", str(out)])
+    assert run.exit_code == 1, run.output[-3000:]
+    report = json.loads(out.read_text())
+    key = lambda r: sorted((f["id"], f["message"]) for f in r["findings"] if f["id"] != "audit.cache")  # noqa: E731
+    assert key(report) == key(audited["report"]) and report["files"] == audited["report"]["files"]

@@ -160,3 +160,20 @@ def test_check_path_and_list_files_never_open_what_they_look_at(tmp_path: Path) 
         listing = list_files(tmp_path, [".wav"])
     assert listing.files == [str(fifo)] and [Path(p).name for p, _ in listing.loops] == ["loop"]
     assert display_path(os.fsdecode(b"x\xff\n.wav")) == "x\\xff\\x0a.wav"
+
+
+def test_a_folder_whose_name_is_not_utf8_is_audited_with_its_reports(tmp_path: Path) -> None:
+    folder = os.path.join(os.fsencode(tmp_path), b"d\xff")
+    os.mkdir(folder)
+    for i in range(2):
+        with open(os.path.join(folder, b"g%d.wav" % i), "wb") as fh:  # soundfile takes no such name: a handle
+            sf.write(fh, tone(60 + i), SR, format="WAV")
+    out, page = tmp_path / "r.json", tmp_path / "r.html"
+    with alarm(120):
+        run = CliRunner().invoke(cli, ["audit", os.fsdecode(folder), "--no-cache", "--json", str(out), "--html", str(page)])
+    assert run.exit_code == 0, run.output[-2000:]
+    report = json.loads(out.read_text())
+    assert [f["problem"] for f in report["files"]] == [None, None] and report["sources"][0]["path"].endswith("d\\xff")
+    assert {f["id"] for f in report["findings"] if f["severity"] != "info"} == {"file.name_encoding"}
+    assert "d\\xff" in page.read_text(encoding="utf-8")
+    TRIED["paths:names"] += 1

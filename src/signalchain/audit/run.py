@@ -271,13 +271,13 @@ def run_audit(paths: Sequence[str] = (), splits: Sequence[tuple[str, str]] = (),
         findings += sink.item_findings()
         more, entries, matches, search = _cross_split(sink, cache, workers, fitted, sampled, sampler_file, progress)
         findings += more
-        cache_info = {"path": str(cache.path), "hits": len(cached), "measured": len(items) - len(cached)}
+        cache_info = {"path": display_path(cache.path), "hits": len(cached), "measured": len(items) - len(cached)}
     finally:
         cache.close()
     counts = Counter(i.split for i in items)
     return AuditResult(
         findings=sort_findings(_cap(findings)),
-        sources=[{"split": s.split, "path": str(s.path), "kind": s.kind} for s in sources],
+        sources=[{"split": s.split, "path": display_path(s.path), "kind": s.kind} for s in sources],
         splits={s: {**st.figures(), "items": counts[s]} for s, st in sink.stats.items()},
         files=[sink.files[n] for n in sorted(sink.files)],
         matches=[{"kind": m.kind, "a": entries[m.a].ref, "a_split": entries[m.a].split, "b": entries[m.b].ref,

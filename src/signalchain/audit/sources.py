@@ -133,7 +133,8 @@ def _named(item: Item) -> Item:
         return item
     item.ref = display_path(item.path)  # control characters too: one finding stays one line
     if has_surrogates(item.path):
-        item.name_note = f"the file name is not UTF-8 (shown with \\x escapes: {os.path.basename(item.ref)})"
+        where = "file name" if has_surrogates(os.path.basename(item.path)) else "path (a folder's name)"
+        item.name_note = f"the {where} is not UTF-8 (shown with \\x escapes: {os.path.basename(item.ref)})"
     return item
 
 
