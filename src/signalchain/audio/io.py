@@ -15,11 +15,14 @@ from ..errors import SignalchainError
 from ._files import display_path, open_regular
 from ._riff import wav_claim
 
-__all__ = ["AudioFile", "read_audio", "claimed_frames", "write_audio", "join_examples", "BLOCK_SAMPLES"]
+__all__ = ["AudioFile", "read_audio", "claimed_frames", "write_audio", "join_examples", "BLOCK_SAMPLES",
+           "MAX_SAMPLES_PER_BYTE"]
 
 
 #: Samples decoded per read (all channels together): what one read allocates, whatever the header says.
 BLOCK_SAMPLES = 1 << 18
+#: The most samples any codec libsndfile reads makes of one byte (PCM_U8: 1; ADPCM: 2; GSM: ~5).
+MAX_SAMPLES_PER_BYTE = 8
 _SMALL_READ = 1024  # frames per read once a decoder has failed: as much as possible before the damage
 #: Formats whose frame count is the decoder's estimate (MPEG without a seek table): a shortfall
 #: this small is no truncation.
@@ -58,16 +61,21 @@ def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:200]}"
 
 
-def _decode(f: sf.SoundFile) -> tuple[np.ndarray, str | None]:
-    """Every frame that decodes, `[T, C]`, read block by block: memory follows what the file holds,
-    never the frame count its header claims. A decoder error after some frames keeps them (the
-    failing block is read again in small steps, to keep what precedes the damage)."""
-    per_read = max(1, BLOCK_SAMPLES // max(1, f.channels))
+def _decode(f: sf.SoundFile, size: int) -> tuple[np.ndarray, str | None]:
+    """Every frame that decodes, `[T, C]`. Memory follows what the file holds, never the frame
+    count its header claims: the first read asks for the header's count only up to what `size`
+    bytes can hold (MAX_SAMPLES_PER_BYTE), the rest comes block by block while frames decode. A
+    decoder error after some frames keeps them (the failing part is read again in small steps,
+    to keep what precedes the damage)."""
+    channels = max(1, f.channels)
+    per_read = max(1, BLOCK_SAMPLES // channels)
+    first = max(per_read, min(max(int(f.frames), 0), size * MAX_SAMPLES_PER_BYTE // channels))
     blocks: list[np.ndarray] = []
     done, error = 0, None
     while True:
+        want = first if not blocks and error is None else per_read
         try:
-            block = f.read(per_read, dtype="float32", always_2d=True)
+            block = f.read(want, dtype="float32", always_2d=True)
         except Exception as exc:  # a decoder that loses sync mid-file: what came before counts
             error = error or _why(exc)
             if per_read <= _SMALL_READ:
@@ -80,10 +88,12 @@ def _decode(f: sf.SoundFile) -> tuple[np.ndarray, str | None]:
             continue
         if not len(block):
             break
+        if len(block) < want // 2:  # a short read views a larger allocation: keep only what decoded
+            block = block.copy()
         blocks.append(block)
         done += len(block)
     if not blocks:
-        return np.zeros((0, max(1, f.channels)), np.float32), error
+        return np.zeros((0, channels), np.float32), error
     return (blocks[0] if len(blocks) == 1 else np.concatenate(blocks)), error
 
 
@@ -132,7 +142,7 @@ def read_audio(path: str | Path) -> AudioFile:
                 rate, fmt, subtype, info_frames = int(f.samplerate), f.format, f.subtype, int(f.frames)
                 if rate <= 0 or f.channels <= 0:
                     raise SignalchainError(f"{shown}: the header says {rate} Hz and {f.channels} channels")
-                data, error = _decode(f)
+                data, error = _decode(f, size)
         except SignalchainError:
             raise
         except Exception as exc:
