@@ -23,6 +23,8 @@ from unittest import mock
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser")
 CHROMEDRIVER_NAMES = ("chromedriver",)
+CHROMIUM_DEFAULT = "/usr/bin/chromium"  # where Debian's packages put them
+CHROMEDRIVER_DEFAULT = "/usr/bin/chromedriver"
 PAGE_TIMEOUT_S = 30  # loading one report (the largest embed a few MB of data URIs)
 MEDIA_TIMEOUT_MS = 8000  # one <audio> reaching its metadata
 
@@ -41,8 +43,8 @@ def find_browser() -> tuple[str, str] | str:
         import selenium  # noqa: F401
     except ImportError:
         return "selenium is not installed (pip install -e '.[dev]')"
-    chromium = _which(CHROMIUM_NAMES, "/usr/bin/chromium")
-    driver = _which(CHROMEDRIVER_NAMES, "/usr/bin/chromedriver")
+    chromium = _which(CHROMIUM_NAMES, CHROMIUM_DEFAULT)
+    driver = _which(CHROMEDRIVER_NAMES, CHROMEDRIVER_DEFAULT)
     if chromium is None:
         return "chromium is not installed (apt-get install -y chromium)"
     if driver is None:

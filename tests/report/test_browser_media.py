@@ -144,3 +144,17 @@ def test_screenshot_is_a_png_of_the_viewport_or_the_whole_page(browser: Any, tmp
     with Image.open(view) as v, Image.open(whole) as w:
         assert v.format == "PNG" and v.size == (800, 600)
         assert w.size[0] == 800 and w.size[1] > 2000
+
+
+def test_without_chromium_or_its_driver_the_reason_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """What the `browser` fixture skips with (no browser needed for this one)."""
+    import _chromium
+
+    monkeypatch.setattr(_chromium.shutil, "which", lambda name: None)
+    monkeypatch.setattr(_chromium, "CHROMIUM_DEFAULT", str(tmp_path / "no-chromium"))
+    monkeypatch.setattr(_chromium, "CHROMEDRIVER_DEFAULT", str(tmp_path / "no-driver"))
+    assert "apt-get install -y chromium" in _chromium.find_browser()
+    (tmp_path / "no-chromium").write_text("")
+    assert "apt-get install -y chromium-driver" in _chromium.find_browser()
+    (tmp_path / "no-driver").write_text("")
+    assert _chromium.find_browser() == (str(tmp_path / "no-chromium"), str(tmp_path / "no-driver"))
