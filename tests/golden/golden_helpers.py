@@ -28,7 +28,7 @@ def read_manifest(folder: Path) -> dict:
 
 def write_manifest(folder: Path, manifest: dict, reseal_it: bool = True) -> None:
     text = json.dumps(reseal(manifest) if reseal_it else manifest, indent=1)
-    (Path(folder) / "manifest.json").write_text(text, encoding="utf-8")
+    put(Path(folder) / "manifest.json", text.encode("utf-8"))
 
 
 def file_sha(path: Path) -> str:
@@ -54,3 +54,43 @@ def tiny_trace(shift: float = 0.0):
         tap("logits", rng.normal(size=(2, 2, 4, 3)).astype(np.float16))
         tap("loss", 2.5 + shift)
     return t
+
+
+def judge(folder: Path, original_manifest: dict, original_trace, resealed: bool = False) -> str:
+    """The outcome of loading a golden someone may have tampered with: 'refused' (a GoldenFileError
+    naming a file of that golden) or 'identical' (a clean load of exactly the original content).
+    Any other exception, or a clean load of anything else, fails the calling test. `resealed`: the
+    forger refreshed file hashes and the manifest's checksum, which then differ legitimately."""
+    from signalchain import GoldenFileError, compare_traces, load_golden
+
+    try:
+        g = load_golden(folder)
+    except GoldenFileError as exc:
+        msg = str(exc)
+        assert msg.startswith(str(folder)), msg  # names the file (or the folder) it refuses
+        assert "\n" not in msg, msg
+        return "refused"
+    ignored = ("files", "manifest_sha256") if resealed else ()
+    assert {k: v for k, v in g.manifest.items() if k not in ignored} == {
+        k: v for k, v in original_manifest.items() if k not in ignored}, "tampered manifest loaded as if true"
+    assert [(r.name, r.kind, r.dtype, r.shape) for r in g.trace] == [
+        (r.name, r.kind, r.dtype, r.shape) for r in original_trace]
+    assert compare_traces(original_trace, g.trace).identical, "tampered values loaded as if true"
+    return "identical"
+
+
+def report(name: str, counts) -> None:
+    """One line per hostile class, read by whoever runs the suite with -s."""
+    print(f"\nHOSTILE {name}: {sum(counts.values())} cases, " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+
+
+def put(path: Path, data: bytes) -> None:
+    """Overwrite a file in place. (`write_bytes` truncates to zero first, which ext4 answers with a
+    flush of the file: thousands of hostile cases would spend seconds waiting on the disk.)"""
+    path = Path(path)
+    if not path.is_file() or path.is_symlink():
+        path.write_bytes(data)
+        return
+    with open(path, "r+b") as fh:
+        fh.write(data)
+        fh.truncate()

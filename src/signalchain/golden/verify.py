@@ -211,7 +211,7 @@ def check_wavs(m: Manifest, arrays: dict[str, np.ndarray], wavs: dict[str, bytes
                 audio = f.read(dtype="float32", always_2d=True) if ok else None
         except Exception as exc:  # libsndfile's errors, whatever their type
             raise GoldenFileError(f"{wpath}: is not a readable WAV ({type(exc).__name__}: {str(exc)[:120]})") from None
-        if audio is None or not np.array_equal(audio, expected):
+        if audio is None or audio.tobytes() != np.ascontiguousarray(expected).tobytes():  # bit for bit: -0.0 is not 0.0
             raise GoldenFileError(f"{wpath}: does not hold the audio of stage {st.name!r} ({VALUES}): it was "
                                   "changed after capture")
 
