@@ -162,3 +162,21 @@ def test_load_falls_back_to_previous_only_when_the_golden_is_absent(tmp_path):
     assert _which(path) == "old"  # g exists: it is read, never the .previous beside it
     shutil.rmtree(path)
     assert _which(path) == "new" and load_golden(path).path.name == "g.previous"
+
+
+def test_a_load_racing_a_whole_save_reads_one_complete_golden(tmp_path, monkeypatch):
+    """The reader holds the old manifest when a save swaps the new golden in and deletes the old one:
+    it must not mix the two (old manifest, new values) nor fail; it reads the new one again."""
+    path = save_golden(tmp_path / "g", OLD, {})
+    real, raced = store_mod.parse_manifest, []
+
+    def racing(raw, mpath):
+        out = real(raw, mpath)
+        if not raced:
+            raced.append(mpath)
+            monkeypatch.setattr(store_mod, "parse_manifest", real)
+            save_golden(path, NEW, {})
+        return out
+
+    monkeypatch.setattr(store_mod, "parse_manifest", racing)
+    assert _which(path) == "new" and raced

@@ -15,7 +15,7 @@ from pathlib import Path
 from .._atomic import previous_dir
 from ..errors import GoldenFileError
 
-__all__ = ["MANIFEST", "VALUES", "AUDIO_DIR", "golden_folder", "refuse_links", "read_file", "refuse_code"]
+__all__ = ["MANIFEST", "VALUES", "AUDIO_DIR", "GoldenDir", "golden_folder", "refuse_code"]
 
 MANIFEST = "manifest.json"
 VALUES = "values.safetensors"
@@ -46,36 +46,94 @@ def golden_folder(path: str | Path) -> Path:
     return folder
 
 
-def refuse_links(folder: Path) -> None:
-    """No entry of the golden folder (or of its audio/ folder) may be a symlink."""
-    for sub in (folder, folder / AUDIO_DIR):
-        if sub is not folder and not os.path.lexists(sub):
-            continue
-        if sub is not folder and os.path.islink(sub):
-            raise GoldenFileError(f"{sub}: is a symbolic link; a golden batch holds real files only")
-        if not sub.is_dir():
-            continue
+class GoldenDir:
+    """A golden folder held open by descriptor. Every read is relative to the folder as it was when
+    opened, so a save that swaps a new golden in meanwhile cannot mix two versions; `swapped()`
+    says whether that happened (the loader then reads again, from the new one)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
         try:
-            entries = list(os.scandir(sub))
+            self.fd = os.open(path, flags)
         except OSError as exc:
-            raise GoldenFileError(f"{sub}: cannot be listed ({exc.strerror})") from None
-        for entry in entries:
+            raise _open_error(path, exc, "a golden batch must be a real folder, not a link to one") from None
+        self._audio: int | None = None
+
+    def __enter__(self) -> GoldenDir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for fd in (self._audio, self.fd):
+            if fd is not None:
+                os.close(fd)
+
+    def swapped(self) -> bool:
+        try:
+            now = os.stat(self.path, follow_symlinks=False)
+        except OSError:
+            return True
+        return (now.st_dev, now.st_ino) != (os.fstat(self.fd).st_dev, os.fstat(self.fd).st_ino)
+
+    def _audio_fd(self) -> int:
+        if self._audio is None:
+            flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+            try:
+                self._audio = os.open(AUDIO_DIR, flags, dir_fd=self.fd)
+            except OSError as exc:
+                raise _open_error(self.path / AUDIO_DIR, exc, "a golden batch holds real files only") from None
+        return self._audio
+
+    def refuse_links(self) -> None:
+        """No entry of the golden folder (or of its audio/ folder) may be a symlink."""
+        for entry in _entries(self.fd, self.path):
             if entry.is_symlink():
-                raise GoldenFileError(f"{Path(entry.path)}: is a symbolic link; a golden batch holds real "
+                raise GoldenFileError(f"{self.path / entry.name}: is a symbolic link; a golden batch holds real "
                                       "files only (a link could point anywhere)")
+            if entry.name == AUDIO_DIR and entry.is_dir(follow_symlinks=False):
+                for sub in _entries(self._audio_fd(), self.path / AUDIO_DIR):
+                    if sub.is_symlink():
+                        raise GoldenFileError(f"{self.path / AUDIO_DIR / sub.name}: is a symbolic link; a golden "
+                                              "batch holds real files only (a link could point anywhere)")
+
+    def read(self, rel: str, what: str, limit: int | None = None) -> bytes:
+        """The whole content of the regular file `rel` (`name` or `audio/name`), opened without
+        following links or blocking."""
+        path = self.path / rel
+        head, _, name = rel.rpartition("/")
+        dir_fd = self._audio_fd() if head == AUDIO_DIR else self.fd
+        if head not in ("", AUDIO_DIR):
+            raise GoldenFileError(f"{path}: is not a file of a golden batch")
+        try:
+            fd = os.open(name, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0), dir_fd=dir_fd)
+        except FileNotFoundError:
+            raise GoldenFileError(f"{path}: {what}") from None
+        except OSError as exc:
+            raise _open_error(path, exc, "a golden batch holds real files only") from None
+        try:
+            return _read_regular(fd, path, limit)
+        finally:
+            os.close(fd)
 
 
-def read_file(path: Path, what: str, limit: int | None = None) -> bytes:
-    """The whole content of a regular file, opened without following links or blocking."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+def _open_error(path: Path, exc: OSError, link_hint: str) -> GoldenFileError:
+    if exc.errno == errno.ELOOP:
+        return GoldenFileError(f"{path}: is a symbolic link; {link_hint}")
+    if exc.errno == errno.ENOTDIR:
+        return GoldenFileError(f"{path}: is not a folder; a golden batch is a folder made by `signalchain capture`")
+    if exc.errno == errno.ENOENT:
+        return GoldenFileError(f"{path}: no golden batch here (expected a folder made by `signalchain capture`)")
+    return GoldenFileError(f"{path}: cannot be opened ({exc.strerror})")
+
+
+def _entries(fd: int, where: Path) -> list[os.DirEntry]:
     try:
-        fd = os.open(path, flags)
-    except FileNotFoundError:
-        raise GoldenFileError(f"{path}: {what}") from None
+        return list(os.scandir(fd))
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise GoldenFileError(f"{path}: is a symbolic link; a golden batch holds real files only") from None
-        raise GoldenFileError(f"{path}: cannot be opened ({exc.strerror})") from None
+        raise GoldenFileError(f"{where}: cannot be listed ({exc.strerror})") from None
+
+
+def _read_regular(fd: int, path: Path, limit: int | None) -> bytes:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -92,8 +150,6 @@ def read_file(path: Path, what: str, limit: int | None = None) -> bytes:
         return b"".join(chunks)
     except OSError as exc:
         raise GoldenFileError(f"{path}: cannot be read ({exc.strerror})") from None
-    finally:
-        os.close(fd)
 
 
 def refuse_code(path: Path, head: bytes) -> None:

@@ -30,7 +30,7 @@ from ..findings import jsonable
 from ..stats import as_batch_audio, content_hash
 from ..trace import StageRecord, Trace
 from . import _swap
-from ._files import MANIFEST, VALUES, golden_folder, read_file, refuse_code, refuse_links
+from ._files import MANIFEST, VALUES, GoldenDir, golden_folder, refuse_code
 from .schema import SCHEMA, SCHEMA_VERSION, canonical_json, parse_manifest, seal, validate_manifest
 from .verify import check_arrays, check_manifest, check_values_metadata, check_wavs, inline_value
 
@@ -171,12 +171,12 @@ def _write_manifest(mpath: Path, manifest: dict[str, Any]) -> None:
         os.fsync(fh.fileno())
 
 
-def _read_files(folder: Path, files: dict[str, str]) -> dict[str, bytes]:
+def _read_files(d: GoldenDir, files: dict[str, str]) -> dict[str, bytes]:
     """Every listed file exists, is a real file, holds no pickle and has the manifest's sha256."""
     out = {}
     for rel in sorted(files):
-        fpath = folder / rel
-        data = read_file(fpath, _MISSING)
+        fpath = d.path / rel
+        data = d.read(rel, _MISSING)
         refuse_code(fpath, data[:4])
         actual = _sha256(data)
         if actual != files[rel]:
@@ -187,16 +187,38 @@ def _read_files(folder: Path, files: dict[str, str]) -> dict[str, bytes]:
 
 
 def load_golden(path: str | Path) -> Golden:
-    """Load and verify a golden batch; raise `GoldenFileError` naming the file at the first problem."""
-    folder = golden_folder(path)
-    refuse_links(folder)
+    """Load and verify a golden batch; raise `GoldenFileError` naming the file at the first problem.
+
+    The folder is read through one descriptor; when a save swaps a new golden in while it is read
+    (and removes files of the old one under the reader), the load starts again from the new one.
+    """
+    for attempt in range(3):
+        last = attempt == 2
+        try:
+            d = GoldenDir(golden_folder(path))
+        except GoldenFileError:
+            if last:
+                raise
+            continue  # the folder went away between finding and opening it: find it again
+        with d:
+            try:
+                return _load(d)
+            except GoldenFileError:
+                if last or not d.swapped():
+                    raise
+    raise AssertionError("unreachable")
+
+
+def _load(d: GoldenDir) -> Golden:
+    folder = d.path
+    d.refuse_links()
     mpath = folder / MANIFEST
-    raw = read_file(mpath, "missing; a golden batch folder holds manifest.json, values.safetensors and audio/")
+    raw = d.read(MANIFEST, "missing; a golden batch folder holds manifest.json, values.safetensors and audio/")
     refuse_code(mpath, raw[:4])
     obj = parse_manifest(raw, mpath)
     manifest = validate_manifest(obj, mpath)
     check_manifest(manifest, mpath)
-    contents = _read_files(folder, dict(manifest.files))
+    contents = _read_files(d, dict(manifest.files))
     try:
         arrays = load_safetensors(contents[VALUES])
     except Exception as exc:  # the Rust parser's errors; nothing in it can run code
