@@ -124,7 +124,7 @@ def test_own_route_bugs(cls: type, expected: tuple[str, str]) -> None:
 
 def test_measure_file_never_raises(tmp_path: Path) -> None:
     rep = measure_file(tmp_path / "missing.wav")
-    assert rep.error is not None and "no such audio file" in rep.error
+    assert rep.error is not None and "no such file" in rep.error
     (tmp_path / "text.wav").write_text("not audio")
     assert measure_file(tmp_path / "text.wav").error is not None
 
