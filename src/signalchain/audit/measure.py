@@ -7,7 +7,6 @@ sidecar becomes `Item.sidecar_state`.
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -18,6 +17,7 @@ from ..audio.io import read_audio
 from ..errors import SignalchainError
 from ..stats import CLIP_LEVEL, SILENCE_DBFS, to_dbfs
 from .records import MUSICINFO_REQUIRED, Item, Measure
+from .rows import loads_json
 
 __all__ = ["measure_audio", "measure_file", "read_sidecar", "hash_cache_refs", "quick_summary"]
 
@@ -116,14 +116,7 @@ def _parse_json(raw: bytes) -> tuple[object, str | None]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return None, f"not UTF-8 at byte {exc.start}"
-    try:
-        return json.loads(text), None
-    except json.JSONDecodeError as exc:
-        return None, f"invalid JSON at line {exc.lineno} column {exc.colno} ({exc.msg})"
-    except RecursionError:
-        return None, "nested deeper than a JSON reader follows"
-    except ValueError as exc:  # an integer of thousands of digits
-        return None, f"invalid JSON ({str(exc)[:120]})"
+    return loads_json(text, multiline=True)
 
 
 def read_sidecar(item: Item) -> None:

@@ -22,7 +22,7 @@ from ..errors import SignalchainError
 from ..findings import Finding
 from .records import STAGE_DATASET
 
-__all__ = ["LINE_LIMIT", "PATH_FIELDS", "short", "invalid", "json_rows", "csv_rows"]
+__all__ = ["LINE_LIMIT", "PATH_FIELDS", "short", "invalid", "json_rows", "csv_rows", "loads_json"]
 
 CHECK = "audit.sources"
 LINE_LIMIT = 16 << 20  # bytes: a manifest line is a few hundred; a longer one is read past, not held
@@ -69,12 +69,14 @@ def _lines(path: Path) -> Iterator[tuple[int, bytes | None]]:
                 yield n, raw
 
 
-def _loads(text: str) -> tuple[Any, str | None]:
-    """The JSON value of one line, or why it is not one (never raises)."""
+def loads_json(text: str, multiline: bool = False) -> tuple[Any, str | None]:
+    """The JSON value of one line (or of a whole document, `multiline`), or why it is not one
+    (never raises)."""
     try:
         return json.loads(text), None
     except json.JSONDecodeError as exc:
-        return None, f"invalid JSON at column {exc.colno}: {exc.msg}"
+        where = f"line {exc.lineno} column {exc.colno}" if multiline else f"column {exc.colno}"
+        return None, f"invalid JSON at {where}: {exc.msg}"
     except RecursionError:
         return None, "invalid JSON: nested deeper than a JSON reader follows (Python's stops near 1000 levels)"
     except ValueError as exc:  # an integer of more than 4300 digits (int's guard against slow parsing)
@@ -155,7 +157,7 @@ def json_rows(path: Path) -> Iterator[Row]:
             except UnicodeDecodeError as exc:
                 yield n, invalid(path, n, f"not UTF-8 (byte {exc.start} of the line is {raw[exc.start]:#04x})")
                 continue
-            row, why = _loads(text)
+            row, why = loads_json(text)
             if why is None and not isinstance(row, dict):
                 why = f"a JSON {type(row).__name__}, not an object"
             if why is not None:

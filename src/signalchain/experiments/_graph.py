@@ -17,21 +17,12 @@ from torch.overrides import TorchFunctionMode
 
 from ..checks.results import GraphBreak
 from ._frames import user_location
+from ._watch import flat_tensors
 
 __all__ = ["GraphWatch"]
 
 _INT_CASTS = {"long", "int", "short", "char", "byte", "bool"}
 _LEAVE = {"numpy", "item", "tolist", "__array__"}
-
-
-def _tensors(obj: Any) -> list[torch.Tensor]:
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, (list, tuple)):
-        return [t for o in obj for t in _tensors(o)]
-    if isinstance(obj, dict):
-        return [t for o in obj.values() for t in _tensors(o)]
-    return []
 
 
 class GraphWatch(TorchFunctionMode):
@@ -57,7 +48,7 @@ class GraphWatch(TorchFunctionMode):
         (the value descends from the break and no longer requires grad); a break whose values still
         carry a gradient through other paths stays at "grad" (set by the judge)."""
         self.stage_names.append(stage)
-        for t in _tensors(value):
+        for t in flat_tensors(value):
             for brk in self._taint.get(id(t), ()):
                 if brk.stage is None and not t.requires_grad:
                     brk.stage = stage
@@ -67,7 +58,7 @@ class GraphWatch(TorchFunctionMode):
         self.breaks.append(brk)
         if isinstance(out, torch.Tensor):
             self._detached[id(out)] = brk
-        self._mark(_tensors(out), (brk,))
+        self._mark(flat_tensors(out), (brk,))
 
     def _mark(self, outs: list[torch.Tensor], breaks: tuple[GraphBreak, ...]) -> None:
         for o in outs:
@@ -83,17 +74,17 @@ class GraphWatch(TorchFunctionMode):
         name = getattr(func, "__name__", "")
         if name == "__get__":
             name = getattr(getattr(func, "__self__", None), "__name__", "data")
-        ins = _tensors(args) + _tensors(kwargs)
+        ins = flat_tensors(args) + flat_tensors(kwargs)
         if name == "numpy" and ins and id(ins[0]) in self._detached:
             self._detached[id(ins[0])].kind = "numpy round trip"
             return out
         inherited = tuple(b for t in ins for b in self._taint.get(id(t), ()))
         if inherited:
-            self._mark(_tensors(out), inherited)
+            self._mark(flat_tensors(out), inherited)
         needs = [t for t in ins if t.requires_grad]
         if not needs:
             return out
-        outs = _tensors(out)
+        outs = flat_tensors(out)
         if name in ("detach", "detach_", "data"):
             self._log(name, "detach", out)
         elif name in _LEAVE:

@@ -25,6 +25,7 @@ from ..pipeline import as_step_output
 from ..trace import record, tap
 from ._graph import GraphWatch
 from ._seed import seed_everything
+from ._watch import flat_tensors
 from .context import Context
 
 __all__ = ["measure_gradients"]
@@ -61,16 +62,6 @@ def _storage(t: torch.Tensor) -> int | None:
         return None
 
 
-def _outputs(obj: Any) -> list[torch.Tensor]:
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, (list, tuple)):
-        return [t for o in obj for t in _outputs(o)]
-    if isinstance(obj, dict):
-        return [t for o in obj.values() for t in _outputs(o)]
-    return []
-
-
 def _direct(loss: torch.Tensor, logits: torch.Tensor) -> bool:
     """The gradient of the loss with respect to the returned logits is non-zero."""
     (g,) = torch.autograd.grad(loss, logits, retain_graph=True, allow_unused=True)
@@ -95,7 +86,7 @@ def measure_gradients(ctx: Context) -> GradientReport:
         last_forward[name] = tick = watch.tick()
         first_forward.setdefault(name, tick)
         grad_enabled[name] = grad_enabled.get(name, False) or torch.is_grad_enabled()
-        for t in _outputs(output):
+        for t in flat_tensors(output):
             if t.grad_fn is not None and (ptr := _storage(t)) is not None:
                 produced[ptr] = t.grad_fn
 
