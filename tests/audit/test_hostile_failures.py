@@ -21,11 +21,11 @@ from hostile_cases import SR, alarm, encode, tone, with_fmt, with_size  # type: 
 
 from signalchain.audio.fingerprint import RATE, frame_features, resampled_length
 from signalchain.audit.measure import measure_file
-from signalchain.audit.records import MUSICINFO_REQUIRED
 from signalchain.audit.run import run_audit
 from signalchain.cli import cli
 from signalchain.errors import SignalchainError
 from signalchain.findings import Finding
+from signalchain.records.audit import MUSICINFO_REQUIRED
 
 
 def _goods(folder: Path, n: int = 2, sidecars: bool = False) -> list[Path]:

@@ -17,10 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from signalchain.audit import rows
-from signalchain.audit.records import Item
 from signalchain.audit.sources import Source, read_items
 from signalchain.cli import cli
 from signalchain.findings import Finding
+from signalchain.records.audit import Item
 
 LONG = 4096  # the line limit while these tests run (the real one is 16 MiB)
 

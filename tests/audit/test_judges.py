@@ -18,8 +18,8 @@ from signalchain.audit.judge_leaks import (
 )
 from signalchain.audit.judge_splits import judge_alternate_versions, judge_shared_ids, title_key
 from signalchain.audit.leakage import Entry
-from signalchain.audit.records import Item, Measure
 from signalchain.audit.taps import recover_standardisation
+from signalchain.records.audit import Item, Measure
 
 
 def _stats(rng: np.random.Generator, n: int, offset: float) -> SplitStats:

@@ -23,7 +23,8 @@ from signalchain.checks.conditioning_model import (
     judge_guidance,
     judge_sensitivity,
 )
-from signalchain.checks.results_conditioning import (
+from signalchain.findings import Finding, Severity
+from signalchain.records.conditioning import (
     ConditionBatch,
     ConditionData,
     ConditionGrads,
@@ -31,7 +32,6 @@ from signalchain.checks.results_conditioning import (
     GuidanceProbe,
     Sensitivity,
 )
-from signalchain.findings import Finding, Severity
 
 MOODS = ["calm", "dark", "happy", "tense"]
 GEAR = ["piano", "cello", "synth", "choir", "banjo"]

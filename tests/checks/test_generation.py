@@ -13,18 +13,18 @@ from signalchain.checks.generation import (
     judge_training,
     verdict,
 )
-from signalchain.checks.results_generation import (
-    DataVariety,
-    GenerationReport,
-    GenerationRun,
-    NearestExample,
-    PositionProbe,
-    StopProbe,
-)
 from signalchain.experiments.generation_metrics import (
     guidance_coefficient,
     sampler_fit,
     token_stats,
+)
+from signalchain.records.generation import (
+    DataVariety,
+    GenerationMeasurement,
+    GenerationRun,
+    NearestExample,
+    PositionProbe,
+    StopProbe,
 )
 
 C, N = 256, 600
@@ -65,12 +65,12 @@ def _sample(z: np.ndarray, kind: str, rng: np.random.Generator) -> np.ndarray:
     raise ValueError(kind)
 
 
-def _report(kind: str, seed: int = 0, guidance: float | None = 3.0, sampled: float = 1.0) -> GenerationReport:
+def _report(kind: str, seed: int = 0, guidance: float | None = 3.0, sampled: float = 1.0) -> GenerationMeasurement:
     z = _logits(seed)
     picks = _sample(z, kind, np.random.default_rng(seed + 100))
     run = GenerationRun("configured", {}, seed, stats=token_stats(picks.reshape(2, 4, -1) % 7),
                         fit=sampler_fit(z, picks), guidance=guidance, sampled_share=sampled)
-    return GenerationReport(frames=75, prompts=2, frame_rate=50.0, runs=[run])
+    return GenerationMeasurement(frames=75, prompts=2, frame_rate=50.0, runs=[run])
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -113,7 +113,7 @@ def test_a_prefix_that_fills_the_output_is_found() -> None:
 def test_without_logits_two_identical_seeds_mean_greedy() -> None:
     codes = np.random.default_rng(0).integers(0, 10, (2, 4, 30))
     run = GenerationRun("configured", {}, 0, stats=token_stats(codes))
-    rep = GenerationReport(frames=30, prompts=2, frame_rate=50.0, runs=[run], seed_agreement=1.0, leading_agreement=1.0)
+    rep = GenerationMeasurement(frames=30, prompts=2, frame_rate=50.0, runs=[run], seed_agreement=1.0, leading_agreement=1.0)
     assert [f.id for f in judge_sampler(rep)] == ["generation.greedy"]
     rep.seed_agreement, rep.leading_agreement = 0.05, 0.8  # sampled, but 80% of frames fixed from the start
     assert [f.id for f in judge_sampler(rep)] == ["generation.dominant_prefix"]

@@ -15,10 +15,15 @@ from torch import nn
 
 from signalchain.checks.numerics import judge_locate, judge_numerics, judge_state
 from signalchain.checks.numerics_causes import likely_cause, stage_cause
-from signalchain.checks.results_numerics import LocateReport, NumericsReport, OpEvent, StageStatus
 from signalchain.experiments.doctor import SYMPTOMS, run_doctor
 from signalchain.experiments.state import scan_state
 from signalchain.pipeline import ProtocolView
+from signalchain.records.numerics import (
+    LocateMeasurement,
+    NumericsMeasurement,
+    OpEvent,
+    StageStatus,
+)
 from signalchain.reference import ReferencePipeline
 from signalchain.reference.faults import catalogue, get_fault
 
@@ -31,10 +36,10 @@ def ev(op: str, kind: str = "born", phase: str = "forward", **kw) -> OpEvent:
     return OpEvent(**{**base, **kw})
 
 
-def report(events=(), stages=(), loss=float("nan"), **kw) -> LocateReport:
+def report(events=(), stages=(), loss=float("nan"), **kw) -> LocateMeasurement:
     base = dict(events=list(events), stages=list(stages), loss=loss, loss_stage="loss", grads_nonfinite=[],
                 params_nonfinite_after=[], batch_nonfinite=[])
-    return LocateReport(**{**base, **kw})
+    return LocateMeasurement(**{**base, **kw})
 
 
 def ids(findings):
@@ -144,7 +149,7 @@ def test_judge_numerics_drops_the_update_consequences_of_a_bad_step() -> None:
     clean = scan_state(model, None, 0)
     with torch.no_grad():
         model.weight.fill_(float("nan"))
-    rep = NumericsReport(before=clean, after=scan_state(model, None, 1), updates=1, losses=[math.nan], grad_norms=[],
+    rep = NumericsMeasurement(before=clean, after=scan_state(model, None, 1), updates=1, losses=[math.nan], grad_norms=[],
                          trigger="loss", trigger_step=0, locate=report([ev("aten.log.default", stage="loss")], []))
     assert ids(judge_numerics(rep)) == [("nonfinite.first", "loss"), ("nonfinite.loss", "loss")]
 

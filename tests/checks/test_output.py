@@ -10,14 +10,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from signalchain.checks.output import (
-    DecoderProbe,
-    RouteReport,
-    judge_decoder,
-    judge_file,
-    judge_route,
-)
+from signalchain.checks.output import judge_decoder, judge_file, judge_route
 from signalchain.experiments.output import measure_file, wav_header
+from signalchain.records.output import DecoderProbe, RouteMeasurement
 
 SR = 16000
 
@@ -97,11 +92,11 @@ def test_an_unreadable_file_is_one_finding_naming_it(tmp_path: Path) -> None:
     assert [f.id for f in found] == ["file.unreadable"] and str(path) in found[0].message
 
 
-def _route(**kw: object) -> RouteReport:
+def _route(**kw: object) -> RouteMeasurement:
     base = dict(tokens_shape=[2, 4, 25], cardinality=256, invalid=0, special=[], silence_pattern=[0, 0, 0, 0],
                 silent_frames=0.02, decoded_dbfs=[-18.0, -20.0], decoded_rate=SR)
     base.update(kw)
-    return RouteReport(**base)  # type: ignore[arg-type]
+    return RouteMeasurement(**base)  # type: ignore[arg-type]
 
 
 def test_route_judge_blames_the_first_hop() -> None:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from signalchain.checks.performance import judge_performance, restart_spikes, slow_class
-from signalchain.checks.results_performance import PerfReport
+from signalchain.records.performance import PerfMeasurement
 
 
 def noisy(n, level, rng, spread=0.25):
@@ -16,7 +16,7 @@ def noisy(n, level, rng, spread=0.25):
 
 
 def report(waits, computes, syncs=(3, 3), calls=(63, 63)):
-    return PerfReport(waits=list(waits), computes=list(computes), device="cpu", syncs=list(syncs),
+    return PerfMeasurement(waits=list(waits), computes=list(computes), device="cpu", syncs=list(syncs),
                       module_calls=list(calls), sync_sites={"train.py:42": 64})
 
 
@@ -131,8 +131,8 @@ def test_sync_bound_counts_reads_per_update(syncs, calls, fires):
 
 
 def test_no_loader_no_timings():
-    assert judge_performance(PerfReport(waits=[], computes=[], device="cpu")) == []
-    rep = PerfReport(waits=[], computes=[0.1, 0.05, 0.05, 0.06, 0.9, 0.05], device="cpu", has_loader=False)
+    assert judge_performance(PerfMeasurement(waits=[], computes=[], device="cpu")) == []
+    rep = PerfMeasurement(waits=[], computes=[0.1, 0.05, 0.05, 0.06, 0.9, 0.05], device="cpu", has_loader=False)
     assert found(rep) == [("perf.stall", "runtime")]
 
 
@@ -142,7 +142,7 @@ def test_time_spent_waiting_for_a_cpu_is_not_blamed_on_the_pipeline():
     cdelay, wdelay = [0.002] * n, [0.001] * n
     computes[4], cdelay[4] = 1.5, 1.4  # another process held the cores: runnable, not running
     waits[7], wdelay[7] = 0.9, 0.86
-    rep = PerfReport(waits=waits, computes=computes, device="cpu", wait_delays=wdelay, compute_delays=cdelay)
+    rep = PerfMeasurement(waits=waits, computes=computes, device="cpu", wait_delays=wdelay, compute_delays=cdelay)
     assert found(rep) == []
     (summary,) = judge_performance(rep)
     assert summary.evidence["busy_updates"] == [4, 7]
@@ -152,7 +152,7 @@ def test_time_spent_waiting_for_a_cpu_is_not_blamed_on_the_pipeline():
 
 def test_a_busy_machine_is_said_and_not_judged():
     n = 13
-    rep = PerfReport(waits=[0.05] * n, computes=[3.0] * n, device="cpu", wait_delays=[0.04] * n,
+    rep = PerfMeasurement(waits=[0.05] * n, computes=[3.0] * n, device="cpu", wait_delays=[0.04] * n,
                      compute_delays=[2.95] * n, syncs=[65], module_calls=[63])
     rep.computes[5] = 9.0
     out = judge_performance(rep)

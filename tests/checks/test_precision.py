@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from signalchain.checks.precision import judge_precision
-from signalchain.checks.results_numerics import AmpReport, AmpStep
 from signalchain.experiments.context import BUDGETS, Context
 from signalchain.experiments.doctor import run_doctor
 from signalchain.experiments.precision import measure_precision
 from signalchain.pipeline import ProtocolView
+from signalchain.records.precision import AmpMeasurement, AmpStep
 from signalchain.reference import RefConfig, ReferencePipeline
 from signalchain.reference.faults import catalogue, get_fault
 
@@ -40,13 +40,13 @@ def measure(pipeline, seed: int = 0):
 # ---- the judge ----------------------------------------------------------------------------------
 
 def test_a_scale_that_settles_is_not_a_finding() -> None:
-    rep = AmpReport("float16", True, steps(2.0**18, 2.0**17, 2.0**16, 2.0**16, 2.0**16, 2.0**16))
+    rep = AmpMeasurement("float16", True, steps(2.0**18, 2.0**17, 2.0**16, 2.0**16, 2.0**16, 2.0**16))
     rep.unscaled_grad_norm = 1.0
     assert judge_precision(rep) == []
 
 
 def test_repeated_skips_with_finite_unscaled_gradients_are_skipped_steps_not_a_collapse() -> None:
-    rep = AmpReport("float16", True, steps(2.0**16, 2.0**15, 2.0**15, 2.0**14, 2.0**14, 2.0**13))
+    rep = AmpMeasurement("float16", True, steps(2.0**16, 2.0**15, 2.0**15, 2.0**14, 2.0**14, 2.0**13))
     rep.steps[1].skipped = rep.steps[3].skipped = False
     rep.unscaled_grad_norm = 1.0
     (f,) = judge_precision(rep)
@@ -54,18 +54,18 @@ def test_repeated_skips_with_finite_unscaled_gradients_are_skipped_steps_not_a_c
 
 
 def test_non_finite_gradients_at_scale_one_collapse_the_scale() -> None:
-    rep = AmpReport("float16", True, steps(2.0**16, 2.0**15, 2.0**14, 2.0**13), unscaled_nonfinite=["w"])
+    rep = AmpMeasurement("float16", True, steps(2.0**16, 2.0**15, 2.0**14, 2.0**13), unscaled_nonfinite=["w"])
     rep.unscaled_grad_norm = float("nan")
     assert ids(judge_precision(rep)) == [("amp.scale_collapse", "optimizer"), ("amp.steps_skipped", "optimizer")]
 
 
 def test_a_scale_below_one_is_a_collapse_whatever_the_gradients() -> None:
-    rep = AmpReport("float16", True, steps(1.0, 0.5, 0.25))
+    rep = AmpMeasurement("float16", True, steps(1.0, 0.5, 0.25))
     assert ("amp.scale_collapse", "optimizer") in ids(judge_precision(rep))
 
 
 def test_a_stage_beyond_its_tolerance_is_a_mismatch_at_that_stage() -> None:
-    rep = AmpReport("bfloat16", False, stage_errors={"logits": 0.005, "loss": 0.2},
+    rep = AmpMeasurement("bfloat16", False, stage_errors={"logits": 0.005, "loss": 0.2},
                     stage_tolerance={"logits": 0.125, "loss": 0.031}, first_divergence="loss")
     (f,) = judge_precision(rep)
     assert (f.id, f.stage, f.severity.value) == ("amp.precision_mismatch", "loss", "error")

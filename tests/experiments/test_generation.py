@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from signalchain.checks.generation import judge_sampler, judge_stop, judge_training
-from signalchain.checks.results_generation import GenerationReport
 from signalchain.experiments.context import BUDGETS, Context
 from signalchain.experiments.doctor import run_doctor
 from signalchain.experiments.generation import measure_generation
@@ -20,6 +19,7 @@ from signalchain.experiments.generation_data import measure_data_variety, probe_
 from signalchain.experiments.generation_memory import copy_similarity, fingerprint, nearest_examples
 from signalchain.experiments.generation_runs import generate_once, stop_probe, take
 from signalchain.pipeline import ProtocolView
+from signalchain.records.generation import GenerationMeasurement
 from signalchain.reference import RefConfig, ReferencePipeline
 from signalchain.reference.faults import catalogue
 from signalchain.reference.generate import SamplingConfig
@@ -36,7 +36,7 @@ def _sampler_ids(p: Any, seed: int = 0) -> list[tuple[str, str]]:
     """The configured run on two golden prompts, judged: (id, stage) of what is found."""
     ctx = _ctx(p, seed)
     run, _, _ = generate_once(ctx.pipeline, ctx.fresh_model(), take(ctx.batch(), 2), "configured", {}, seed, 40)
-    rep = GenerationReport(frames=40, prompts=2, frame_rate=50.0, runs=[run])
+    rep = GenerationMeasurement(frames=40, prompts=2, frame_rate=50.0, runs=[run])
     rep.stop = stop_probe(ctx.pipeline, ctx.fresh_model(), ctx.batch(), 30, seed)
     return [(f.id, f.stage) for f in judge_sampler(rep) + judge_stop(rep.stop)]
 

@@ -10,13 +10,13 @@ import torch  # noqa: E402
 
 from signalchain.checks.gradients import judge_gradients  # noqa: E402
 from signalchain.checks.performance import judge_performance  # noqa: E402
-from signalchain.checks.results_performance import PerfReport  # noqa: E402
 from signalchain.checks.stale import judge_token_audio  # noqa: E402
 from signalchain.experiments.context import BUDGETS, Context  # noqa: E402
 from signalchain.experiments.gradients import measure_gradients  # noqa: E402
 from signalchain.experiments.performance import host_read_counts  # noqa: E402
 from signalchain.experiments.stale import measure_token_audio  # noqa: E402
 from signalchain.pipeline import ProtocolView  # noqa: E402
+from signalchain.records.performance import PerfMeasurement  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -69,7 +69,7 @@ def test_encodecs_host_reads_are_the_librarys_not_the_pipelines(bed):
     c = host_read_counts(ctx_of(bed), 1)
     assert c.library[0] > c.reads[0] - c.library[0]  # most reads are inside transformers
     assert any("transformers" in site for site in c.library_sites)
-    rep = PerfReport(waits=[], computes=[], device="cpu", syncs=c.reads, module_calls=c.calls, sync_sites=c.sites,
+    rep = PerfMeasurement(waits=[], computes=[], device="cpu", syncs=c.reads, module_calls=c.calls, sync_sites=c.sites,
                      library_syncs=c.library, library_sites=c.library_sites, library_callers=c.callers)
     from signalchain.checks.performance import _sync_bound
 

@@ -21,9 +21,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..audio import fingerprint as fpmod
 from ..audio.fingerprint import Fingerprint
+from ..records.audit import Measure
 from ..stats import CLIP_LEVEL, SILENCE_DBFS
 from . import measure as measure_mod
-from .records import Measure
 
 __all__ = ["FingerprintCache", "default_cache_path", "file_key", "VERSION"]
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from ..checks.audio import CANCEL_DB, CLIP_SHARE, DC_LIMIT, SCALE_PEAK, SILENT_DBFS
 from ..checks.base import make
 from ..findings import Finding
-from .records import STAGE_DATASET, Item, Measure
+from ..records.audit import STAGE_DATASET, Item, Measure
 
 __all__ = ["judge_item", "judge_captions", "caption_tokens", "DURATION_TOLERANCE_S"]
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from ..checks.base import make
 from ..findings import Finding
-from .records import STAGE_SPLIT
+from ..records.audit import STAGE_SPLIT
 
 __all__ = ["SplitStats", "FittedStats", "SamplerEvidence", "LoaderEvidence", "judge_norm_stats",
            "judge_sampler", "judge_loaders"]

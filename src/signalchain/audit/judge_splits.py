@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 from ..checks.base import make
 from ..findings import Finding
+from ..records.audit import STAGE_SPLIT
 from .leakage import Entry, Match, side_rank
-from .records import STAGE_SPLIT
 
 __all__ = ["judge_shared_ids", "judge_matches", "judge_alternate_versions", "judge_cache_refs",
            "split_sizes", "title_key"]

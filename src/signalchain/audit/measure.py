@@ -15,8 +15,8 @@ from ..audio._files import check_path, has_surrogates, read_regular, sha1_regula
 from ..audio.fingerprint import MAX_RATE, MIN_RATE, audio_hash, fingerprint
 from ..audio.io import read_audio
 from ..errors import SignalchainError
+from ..records.audit import MUSICINFO_REQUIRED, Item, Measure
 from ..stats import CLIP_LEVEL, SILENCE_DBFS, to_dbfs
-from .records import MUSICINFO_REQUIRED, Item, Measure
 from .rows import loads_json
 
 __all__ = ["measure_audio", "measure_file", "read_sidecar", "hash_cache_refs", "quick_summary"]

@@ -31,6 +31,7 @@ from ..audio.fingerprint import DIM
 from ..audio.io import read_audio
 from ..checks.base import make, run_check
 from ..findings import Finding
+from ..records.audit import STAGE_SPLIT, Item, Measure
 from .judge_items import judge_captions, judge_item
 from .judge_leaks import SplitStats
 from .judge_splits import (
@@ -41,7 +42,6 @@ from .judge_splits import (
 )
 from .leakage import Entry, Match, find_matches, train_split
 from .measure import measure_audio
-from .records import STAGE_SPLIT, Item, Measure
 
 CHECK = "audit.memory"
 

@@ -20,7 +20,7 @@ from ..audio._files import display_path, has_surrogates, open_regular, without_s
 from ..checks.base import make
 from ..errors import SignalchainError
 from ..findings import Finding
-from .records import STAGE_DATASET
+from ..records.audit import STAGE_DATASET
 
 __all__ = ["LINE_LIMIT", "PATH_FIELDS", "short", "invalid", "json_rows", "csv_rows", "loads_json"]
 

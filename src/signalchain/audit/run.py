@@ -27,6 +27,7 @@ from ..audio._files import display_path
 from ..audio.fingerprint import DIM
 from ..checks.base import make, run_check
 from ..findings import Finding, check_failed, sort_findings
+from ..records.audit import STAGE_DATASET, Item, Measure
 from .cache import FingerprintCache, file_key
 from .inputs import read_sampler, read_stats, sampler_evidence
 from .judge_items import judge_captions, judge_item
@@ -39,7 +40,6 @@ from .judge_splits import (
 )
 from .leakage import Entry, Match, find_matches, train_split
 from .measure import hash_cache_refs, measure_file, read_sidecar
-from .records import STAGE_DATASET, Item, Measure
 from .sources import Source, read_items, resolve_sources
 
 __all__ = ["AuditResult", "run_audit", "Progress", "PER_ID_LIMIT"]

@@ -29,7 +29,7 @@ from ..audio._files import (
 from ..checks.base import make
 from ..errors import SignalchainError, UsageError
 from ..findings import Finding
-from .records import CACHE_KEYS, STAGE_DATASET, Item
+from ..records.audit import CACHE_KEYS, STAGE_DATASET, Item
 from .rows import Row, csv_rows, invalid, json_rows, short
 
 __all__ = ["Source", "AUDIO_EXTENSIONS", "SPLIT_NAMES", "resolve_sources", "read_items"]

@@ -15,8 +15,8 @@ import numpy as np
 from scipy.stats import binomtest
 
 from ..findings import Finding
+from ..records.conditioning import ConditionBatch, ConditionData
 from .base import make
-from .results_conditioning import ConditionBatch, ConditionData
 
 __all__ = ["words", "judge_empty", "judge_truncated", "judge_unknown_tokens", "judge_metadata", "judge_pairing",
            "judge_dropout", "judge_unseen_words", "association", "relationship", "judge_relationship",

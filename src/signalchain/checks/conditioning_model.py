@@ -12,8 +12,7 @@ import math
 import numpy as np
 
 from ..findings import Finding
-from .base import make
-from .results_conditioning import (
+from ..records.conditioning import (
     ConditionBatch,
     ConditionData,
     ConditionGrads,
@@ -21,6 +20,7 @@ from .results_conditioning import (
     GuidanceProbe,
     Sensitivity,
 )
+from .base import make
 
 __all__ = ["judge_collapse", "judge_sensitivity", "judge_condition_grads", "judge_guidance", "caption_sensitive",
            "fusion_silent", "expected_changes"]

@@ -14,15 +14,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..findings import Finding
-from .base import make
-from .results_generation import (
+from ..records.generation import (
     DataVariety,
-    GenerationReport,
+    GenerationMeasurement,
     GenerationRun,
     NearestExample,
     PositionProbe,
     StopProbe,
 )
+from .base import make
 
 __all__ = ["judge_sampler", "judge_stop", "judge_training", "judge_memorised", "verdict",
            "GENERATION_SIDE", "TRAINING_SIDE"]
@@ -45,11 +45,11 @@ GENERATION_SIDE = ("generation.greedy", "generation.low_temperature", "generatio
 TRAINING_SIDE = ("generation.repetitive", "generation.memorised", "loader.repeats", "split.duplicate")
 
 
-def _reset(report: GenerationReport, key: str) -> GenerationRun | None:
+def _reset(report: GenerationMeasurement, key: str) -> GenerationRun | None:
     return next((r for r in report.runs if r.label.startswith(f"{key} = ") and r.error is None), None)
 
 
-def judge_sampler(report: GenerationReport) -> list[Finding]:
+def judge_sampler(report: GenerationMeasurement) -> list[Finding]:
     """Greedy, low temperature, truncation, guidance and a dominant prefix, from the configured run."""
     run = report.run(report.configured)
     if run is not None and run.error is None and run.audio_only:
@@ -121,7 +121,7 @@ def judge_sampler(report: GenerationReport) -> list[Finding]:
     return out + _guidance_and_prefix(report, run)
 
 
-def _guidance_and_prefix(report: GenerationReport, run: GenerationRun) -> list[Finding]:
+def _guidance_and_prefix(report: GenerationMeasurement, run: GenerationRun) -> list[Finding]:
     out: list[Finding] = []
     c = run.guidance
     if c is not None and c > HIGH_GUIDANCE:
@@ -236,7 +236,7 @@ def judge_memorised(nearest: Sequence[NearestExample]) -> list[Finding]:
                                                for n in copies])]
 
 
-def verdict(report: GenerationReport, findings: Sequence[Finding]) -> tuple[str, str]:
+def verdict(report: GenerationMeasurement, findings: Sequence[Finding]) -> tuple[str, str]:
     """("generation" | "training" | "both" | "none", one paragraph with the evidence)."""
     gen = sorted({f.id for f in findings if f.id in GENERATION_SIDE and f.severity.value != "info"})
     train = sorted({f"{f.id} @ {f.stage}" for f in findings if f.id in TRAINING_SIDE and f.severity.value != "info"})

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ..findings import Finding
+from ..records.optimisation import GradientMeasurement, GraphBreak, ParamGrad, UpdateMeasurement
 from .base import make
-from .results import GradientReport, GraphBreak, ParamGrad, UpdateReport
 
 __all__ = ["judge_gradients", "judge_update"]
 
@@ -55,7 +55,7 @@ def _under(q: ParamGrad, module: str) -> bool:
     return q.module == module or q.module.startswith(module + ".")
 
 
-def codec_parameters(r: GradientReport) -> tuple[list[ParamGrad], list[ParamGrad]]:
+def codec_parameters(r: GradientMeasurement) -> tuple[list[ParamGrad], list[ParamGrad]]:
     """(the frozen codec's parameters, other frozen parameters never used in the step), by observation.
 
     The codec is what turns audio into tokens: frozen parameters whose modules ran in the step, and
@@ -83,7 +83,7 @@ def codec_parameters(r: GradientReport) -> tuple[list[ParamGrad], list[ParamGrad
     return codec, [q for q in frozen if not q.used and id(q) not in taken]
 
 
-def _codec_trained(r: GradientReport) -> list[Finding]:
+def _codec_trained(r: GradientMeasurement) -> list[Finding]:
     """Trainable parameters that run only while the audio becomes tokens (before the `tokens` tap)
     and get no gradient from the loss: a codec left trainable. In an optimizer, weight decay or
     momentum still moves them, so the tokens (the targets) drift under the model."""
@@ -105,7 +105,7 @@ def _codec_trained(r: GradientReport) -> list[Finding]:
                  in_optimizer=len(stepped))]
 
 
-def _frozen(r: GradientReport, frozen: list[ParamGrad]) -> list[Finding]:
+def _frozen(r: GradientMeasurement, frozen: list[ParamGrad]) -> list[Finding]:
     """The codec frozen is the normal case (info); the share of the rest that is frozen is judged."""
     if not frozen:
         return []
@@ -138,7 +138,7 @@ def _frozen(r: GradientReport, frozen: list[ParamGrad]) -> list[Finding]:
     return out
 
 
-def judge_gradients(r: GradientReport, prior: list[Finding] | None = None) -> list[Finding]:
+def judge_gradients(r: GradientMeasurement, prior: list[Finding] | None = None) -> list[Finding]:
     """`prior`: findings already made; an empty loss mask explains zero gradients downstream."""
     empty_mask = any(f.id == "mask.empty" and f.severity.value == "error" for f in prior or [])
     out: list[Finding] = []
@@ -221,7 +221,7 @@ def judge_gradients(r: GradientReport, prior: list[Finding] | None = None) -> li
     return out
 
 
-def judge_update(u: UpdateReport, trainable: set[str] | None = None) -> list[Finding]:
+def judge_update(u: UpdateMeasurement, trainable: set[str] | None = None) -> list[Finding]:
     """After a few updates every trainable parameter that had a gradient should have moved."""
     moved = {n: c for n, c in u.changed.items() if c > 0}
     names = trainable if trainable is not None else set(u.changed)

@@ -12,9 +12,15 @@ import dataclasses
 import math
 
 from ..findings import Finding, Severity
+from ..records.numerics import (
+    LocateMeasurement,
+    NumericsMeasurement,
+    OpEvent,
+    StageStatus,
+    StateScan,
+)
 from .base import make
 from .numerics_causes import CAUSES, likely_cause, op_name, stage_cause
-from .results_numerics import LocateReport, NumericsReport, OpEvent, StageStatus, StateScan
 
 __all__ = ["judge_numerics", "judge_locate", "judge_state"]
 
@@ -57,18 +63,18 @@ def judge_state(scan: StateScan | None, baseline: StateScan | None = None) -> li
     return out
 
 
-def _scale_overflow(rep: LocateReport) -> bool:
+def _scale_overflow(rep: LocateMeasurement) -> bool:
     """The gradients overflowed only because the loss was scaled (finite at scale 1): the scaler skips
     the step, which is the precision family's business, not a non-finite bug."""
     return rep.scaled and bool(rep.unscaled_grads_finite)
 
 
-def _stages(rep: LocateReport) -> list[StageStatus]:
+def _stages(rep: LocateMeasurement) -> list[StageStatus]:
     """Stages that count: those made from gradients do not when only the loss scale made them overflow."""
     return [s for s in rep.stages if s.phase == "forward" or not _scale_overflow(rep)]
 
 
-def _serious(rep: LocateReport) -> bool:
+def _serious(rep: LocateMeasurement) -> bool:
     """The step is broken: a non-finite loss, gradient or weight, or it raised."""
     grads = bool(rep.grads_nonfinite) and not _scale_overflow(rep)
     loss_bad = rep.loss is not None and not math.isfinite(rep.loss)
@@ -81,7 +87,7 @@ def _short(ev: OpEvent | None, st: StageStatus | None) -> str:
     return f"stage {st.name}" if st is not None else "not found"
 
 
-def _event_finding(ev: OpEvent, rep: LocateReport) -> Finding:
+def _event_finding(ev: OpEvent, rep: LocateMeasurement) -> Finding:
     key, why, hint = likely_cause(ev)
     where = f"module {ev.module}" if ev.module else "outside any module"
     at = f" at {ev.location}" if ev.location else ""
@@ -107,7 +113,7 @@ def _event_finding(ev: OpEvent, rep: LocateReport) -> Finding:
                 f"{why}.{crash}", CHECK, hint=hint, **evidence)
 
 
-def _stage_finding(st: StageStatus, rep: LocateReport) -> Finding:
+def _stage_finding(st: StageStatus, rep: LocateMeasurement) -> Finding:
     floats = [s for s in rep.stages if s.kind == "float" and s.order < st.order]
     previous = floats[-1] if floats else None
     crash = f" The step then raised {rep.error}." if rep.error else ""
@@ -137,7 +143,7 @@ def _stage_finding(st: StageStatus, rep: LocateReport) -> Finding:
                 CHECK, hint=hint, cause=key, cause_text=CAUSES[key], **ev)
 
 
-def judge_locate(rep: LocateReport) -> list[Finding]:
+def judge_locate(rep: LocateMeasurement) -> list[Finding]:
     """The first non-finite value of a replayed step, and its non-finite loss."""
     stages = _stages(rep)
     shown = next((s for s in stages if s.bad), None)
@@ -169,7 +175,7 @@ def judge_locate(rep: LocateReport) -> list[Finding]:
     return out
 
 
-def judge_numerics(rep: NumericsReport) -> list[Finding]:
+def judge_numerics(rep: NumericsMeasurement) -> list[Finding]:
     out = judge_state(rep.before)
     if rep.locate is not None:
         out += judge_locate(rep.locate)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .results_numerics import OpEvent, StageStatus
+from ..records.numerics import OpEvent, StageStatus
 
 __all__ = ["CAUSES", "likely_cause", "stage_cause", "op_name"]
 

@@ -9,14 +9,13 @@ file-level judge also serves `signalchain listen` on any audio file.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
-from typing import Any
 
 from ..findings import Finding
+from ..records.output import DecoderProbe, FileMeasurement, RouteMeasurement
 from ..stats import SILENCE_DBFS
 from .base import make
 
-__all__ = ["FileReport", "DecoderProbe", "RouteReport", "judge_file", "judge_route", "judge_decoder",
+__all__ = ["judge_file", "judge_route", "judge_decoder",
            "LOW_BIT_SUBTYPES"]
 
 CHECK = "checks.output"
@@ -27,51 +26,7 @@ CLIP_SHARE = 0.01
 FAR_SHARE = 0.5  # share of a one-frame change that the decoder puts far from that frame
 
 
-@dataclass
-class FileReport:
-    """One audio file as a player reads it (filled by experiments.output.measure_file)."""
-
-    path: str
-    error: str | None = None
-    sample_rate: int | None = None
-    subtype: str | None = None
-    format: str | None = None
-    channels: int = 0
-    frames: int = 0
-    stats: dict[str, Any] = field(default_factory=dict)  # stats.audio_example_summary of the content
-    denormal_share: float = 0.0  # nonzero samples below 1e-30: int data read as float
-    reread: dict[str, Any] | None = None  # the data bytes read as 16-bit PCM when the header says float
-
-
-@dataclass
-class DecoderProbe:
-    """Decode real tokens, then the same tokens with one frame changed: how far does the change reach?"""
-
-    frames: int
-    changed: list[int]
-    far_share: float | None  # share of the spectral difference beyond `window` frames of the change
-    window: int
-    error: str | None = None
-
-
-@dataclass
-class RouteReport:
-    tokens_shape: list[int]
-    cardinality: int | None
-    invalid: int  # generated tokens outside [0, cardinality)
-    special: list[int]  # the out-of-range values seen
-    silence_pattern: list[int] | None  # the frame of codes the training tokens show for silence
-    silent_frames: float | None  # share of generated frames equal to it
-    decoded_dbfs: list[float] = field(default_factory=list)  # per example, RMS
-    decoded_clipping: float = 0.0  # float audio beyond full scale is fine until it is written
-    decoded_rate: int | None = None
-    written_dbfs: list[float] = field(default_factory=list)
-    files: list[FileReport] = field(default_factory=list)
-    error: str | None = None  # what the route raised (e.g. the decoder refusing codes)
-    audio_only: str | None = None  # generate returned audio without codes ("audio [2, 1, 16000]")
-
-
-def judge_file(f: FileReport, expect_rate: int | None = None, expect_subtype: str | None = None,
+def judge_file(f: FileMeasurement, expect_rate: int | None = None, expect_subtype: str | None = None,
                stage: str = "audio.written", decoded_dbfs: float | None = None) -> list[Finding]:
     """What a listener would get from this file: level, clipping, DC, phase, rate, subtype, header."""
     if f.error is not None:
@@ -144,7 +99,7 @@ def judge_file(f: FileReport, expect_rate: int | None = None, expect_subtype: st
     return out
 
 
-def judge_route(route: RouteReport) -> list[Finding]:
+def judge_route(route: RouteMeasurement) -> list[Finding]:
     """Tokens, decoded audio, and each written file against the decoded audio it came from."""
     out: list[Finding] = []
     if route.audio_only and route.error is None:

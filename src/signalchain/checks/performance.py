@@ -1,13 +1,13 @@
 """Judge where a training step's time goes: data, one slow worker, restarting workers, stalls, syncs.
 
-Input: a `PerfReport` (per-update loader wait and compute, host reads counted in a few updates).
+Input: a `PerfMeasurement` (per-update loader wait and compute, host reads counted in a few updates).
 Timings are noisy (shared cores, other processes), so every rule compares medians and ratios
 measured in the same run, asks for an absolute floor as well, and wants a pattern to repeat before
 it names a cause. Position 0 (the fresh iterator's first batch, the fresh model's first update)
 pays one-off costs and is only used where the rule is about exactly that cost (worker start-up).
 
 Other processes on the machine are taken out first: the time the process's threads spent ready to
-run but waiting for a CPU (Linux run-queue delay, `PerfReport.*_delays`) is subtracted, and an
+run but waiting for a CPU (Linux run-queue delay, `PerfMeasurement.*_delays`) is subtracted, and an
 update that spent more than half its time so is dropped (on an oversubscribed machine the sum over
 threads can reach the whole wall time). When fewer than half the updates are left, the timings are
 not judged (`perf.machine_busy`, info); the sync count, which no load changes, still is.
@@ -47,8 +47,8 @@ from dataclasses import dataclass
 from statistics import median
 
 from ..findings import Finding
+from ..records.performance import PerfMeasurement
 from .base import make
-from .results_performance import PerfReport
 
 __all__ = ["judge_performance", "slow_class", "restart_spikes", "timeline", "SlowClass"]
 
@@ -86,7 +86,7 @@ def _steady(xs: Series) -> list[float]:
     return [v for i, v in sorted(xs.items()) if i >= 1]
 
 
-def timeline(rep: PerfReport) -> tuple[dict[int, float], dict[int, float], list[int]]:
+def timeline(rep: PerfMeasurement) -> tuple[dict[int, float], dict[int, float], list[int]]:
     """(waits, computes, busy positions): seconds with the CPU run-queue delay taken out."""
     n = len(rep.computes)
     waits: dict[int, float] = {}
@@ -260,7 +260,7 @@ def _where(sites: Mapping[str, int], callers: Mapping[str, str] | None = None) -
                      for k, v in items) or "?"
 
 
-def _sync_bound(rep: PerfReport) -> list[Finding]:
+def _sync_bound(rep: PerfMeasurement) -> list[Finding]:
     """The user's reads are judged; reads inside third-party code are the library's cost (info),
     unless they alone read once per module call on a step that reads at least `SYNC_ABS` times."""
     if not rep.syncs:
@@ -303,7 +303,7 @@ def _sync_bound(rep: PerfReport) -> list[Finding]:
     return out
 
 
-def _summary(rep: PerfReport, waits: Series, comps: Series, busy: list[int]) -> Finding:
+def _summary(rep: PerfMeasurement, waits: Series, comps: Series, busy: list[int]) -> Finding:
     cs, ws = _steady(comps) or list(comps.values()), _steady(waits) or list(waits.values())
     c = median(cs) if cs else 0.0
     w = median(ws) if ws else None
@@ -319,7 +319,7 @@ def _summary(rep: PerfReport, waits: Series, comps: Series, busy: list[int]) -> 
                 syncs_per_update=s, updates=len(rep.computes), busy_updates=busy, device=rep.device)
 
 
-def _busy(rep: PerfReport, busy: list[int]) -> Finding:
+def _busy(rep: PerfMeasurement, busy: list[int]) -> Finding:
     delay = sum(rep.wait_delays) + sum(rep.compute_delays)
     wall = sum(rep.waits) + sum(rep.computes)
     return make("perf.machine_busy", "info", "runtime",
@@ -331,7 +331,7 @@ def _busy(rep: PerfReport, busy: list[int]) -> Finding:
                 busy_updates=busy, cpu_wait_ms=_ms(delay), wall_ms=_ms(wall))
 
 
-def judge_performance(rep: PerfReport) -> list[Finding]:
+def judge_performance(rep: PerfMeasurement) -> list[Finding]:
     """Findings about where the time of a training update goes (and one `perf.summary`, info)."""
     if not rep.computes:
         return []

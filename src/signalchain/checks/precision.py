@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 
 from ..findings import Finding
+from ..records.precision import AmpMeasurement
 from .base import make
 from .numerics_causes import CAUSES, likely_cause, op_name
-from .results_numerics import AmpReport
 
 __all__ = ["judge_precision", "SKIP_ERROR", "SKIP_WARNING"]
 
@@ -23,7 +23,7 @@ SKIP_WARNING = 0.25
 MIN_SCALE = 1.0  # below this the scale has collapsed whatever the trend
 
 
-def _overflow_text(rep: AmpReport) -> str:
+def _overflow_text(rep: AmpMeasurement) -> str:
     ev = rep.overflow
     if ev is None:
         return ""
@@ -33,7 +33,7 @@ def _overflow_text(rep: AmpReport) -> str:
             f"{ev.stage} ({ev.nan} NaN, {ev.inf} inf){param}.")
 
 
-def _skips(rep: AmpReport) -> list[Finding]:
+def _skips(rep: AmpMeasurement) -> list[Finding]:
     steps = rep.steps
     n = len(steps)
     skipped = [i for i, s in enumerate(steps) if s.skipped]
@@ -62,7 +62,7 @@ def _skips(rep: AmpReport) -> list[Finding]:
                  overflow_op=rep.overflow.op if rep.overflow else None)]
 
 
-def _collapse(rep: AmpReport) -> list[Finding]:
+def _collapse(rep: AmpMeasurement) -> list[Finding]:
     steps = [s for s in rep.steps if s.scale_before is not None and s.scale_after is not None]
     if len(steps) < 2:
         return []
@@ -82,7 +82,7 @@ def _collapse(rep: AmpReport) -> list[Finding]:
                  scales=[s.scale_before for s in steps] + [final], unscaled_nonfinite=rep.unscaled_nonfinite[:8])]
 
 
-def _overflow(rep: AmpReport) -> list[Finding]:
+def _overflow(rep: AmpMeasurement) -> list[Finding]:
     located = rep.forward
     if located is None:
         return []
@@ -99,7 +99,7 @@ def _overflow(rep: AmpReport) -> list[Finding]:
                  cause=CAUSES["low_precision"])]
 
 
-def _mismatch(rep: AmpReport) -> list[Finding]:
+def _mismatch(rep: AmpMeasurement) -> list[Finding]:
     stage = rep.first_divergence
     if stage is None:
         return []
@@ -122,7 +122,7 @@ def _mismatch(rep: AmpReport) -> list[Finding]:
                  op=d.op if d else None, op_location=d.location if d else None, detail=detail.get("detail"))]
 
 
-def judge_precision(rep: AmpReport) -> list[Finding]:
+def judge_precision(rep: AmpMeasurement) -> list[Finding]:
     """Findings of a mixed-precision run (none when the pipeline trains in full precision: the family
     says so with `pipeline.capability_missing`)."""
     return _skips(rep) + _collapse(rep) + _overflow(rep) + _mismatch(rep)

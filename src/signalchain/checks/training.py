@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..findings import Finding, Severity
+from ..records.optimisation import CurveMeasurement, SweepMeasurement
 from .base import make
-from .results import CurveReport, SweepReport
 
 __all__ = ["judge_overfit", "judge_curve_stability", "judge_sweep", "CONNECTIONS", "RATE_IDS", "sweep_summary",
            "needs_refit", "overfit_target"]
@@ -39,14 +39,14 @@ def _broken(prior: Sequence[Finding]) -> dict[str, list[Finding]]:
     return out
 
 
-def overfit_target(c: CurveReport) -> float:
+def overfit_target(c: CurveMeasurement) -> float:
     """Passing: the loss falls by half and below the unigram entropy of the targets (which a model
     that ignores its context and condition can reach, and no further)."""
     l0 = c.losses[0]
     return min(0.5 * l0, c.unigram_entropy - 0.25) if c.unigram_entropy is not None else 0.5 * l0
 
 
-def needs_refit(c: CurveReport, prior: Sequence[Finding], sweep: SweepReport | None) -> float | None:
+def needs_refit(c: CurveMeasurement, prior: Sequence[Finding], sweep: SweepMeasurement | None) -> float | None:
     """The learning rate to re-run the overfit at, when it failed with every connection intact and
     the configured rate is not the sweep's best; else None."""
     if c.error or not c.losses or sweep is None:
@@ -62,7 +62,7 @@ def needs_refit(c: CurveReport, prior: Sequence[Finding], sweep: SweepReport | N
     return float(best)
 
 
-def judge_overfit(c: CurveReport, prior: Sequence[Finding], sweep: SweepReport | None = None) -> list[Finding]:
+def judge_overfit(c: CurveMeasurement, prior: Sequence[Finding], sweep: SweepMeasurement | None = None) -> list[Finding]:
     """The loss on one fixed batch must fall well below what token frequencies alone explain.
 
     When it does not: name the broken connection; with every connection intact, blame the learning
@@ -122,7 +122,7 @@ def judge_overfit(c: CurveReport, prior: Sequence[Finding], sweep: SweepReport |
                  CHECK, hint="increase capacity (dim, layers) or shorten the sequences, then overfit again", **evidence)]
 
 
-def _rate_to_blame(c: CurveReport, sweep: SweepReport | None) -> str | None:
+def _rate_to_blame(c: CurveMeasurement, sweep: SweepMeasurement | None) -> str | None:
     """Why the learning rate explains instability, if it does: it grows, or it is above the best."""
     if len(c.lrs) >= 2 and c.lrs[0] > 0 and max(c.lrs) > 4 * c.lrs[0] and c.lrs[-1] >= max(c.lrs) * 0.5:
         return f"the learning rate grows from {c.lrs[0]:.3g} to {max(c.lrs):.3g} during the run (the schedule)"
@@ -132,7 +132,7 @@ def _rate_to_blame(c: CurveReport, sweep: SweepReport | None) -> str | None:
     return None
 
 
-def judge_curve_stability(c: CurveReport, sweep: SweepReport | None = None) -> list[Finding]:
+def judge_curve_stability(c: CurveMeasurement, sweep: SweepMeasurement | None = None) -> list[Finding]:
     """Spikes in the loss and explosions of the gradient norm during a run at the configured settings.
 
     They are blamed on the optimizer when the learning rate explains them, else on the loss/gradients.
@@ -163,7 +163,7 @@ def judge_curve_stability(c: CurveReport, sweep: SweepReport | None = None) -> l
     return out
 
 
-def sweep_summary(s: SweepReport) -> dict[str, float | None]:
+def sweep_summary(s: SweepMeasurement) -> dict[str, float | None]:
     finals = [min(ls[-2:]) if ls and all(math.isfinite(x) for x in ls) else math.inf for ls in s.losses]
     ok = [i for i, f in enumerate(finals) if math.isfinite(f) and f < s.initial + 0.5]
     best = min(ok, key=lambda i: finals[i]) if ok else None
@@ -174,7 +174,7 @@ def sweep_summary(s: SweepReport) -> dict[str, float | None]:
             "initial": s.initial}
 
 
-def judge_sweep(s: SweepReport) -> list[Finding]:
+def judge_sweep(s: SweepMeasurement) -> list[Finding]:
     """Place the configured learning rate against the best and the divergent ones."""
     summ = sweep_summary(s)
     best, diverge, conf = summ["best_lr"], summ["diverge_lr"], s.configured

@@ -15,10 +15,11 @@ from ..audio._files import PathState, check_path, display_path, list_files
 from ..audio.fingerprint import MAX_RATE, MIN_RATE
 from ..audio.io import claimed_frames, read_audio
 from ..checks.base import make, run_check
-from ..checks.output import FileReport, judge_file
+from ..checks.output import judge_file
 from ..errors import SignalchainError, UsageError
 from ..experiments.output import measure_file
 from ..findings import Finding, exit_code
+from ..records.output import FileMeasurement
 from ..report import console, print_findings, write_json
 from ..report.listen_page import HEADERS, file_row, render_listen
 from ._common import common_options, guarded
@@ -68,7 +69,7 @@ def _collect(paths: tuple[str, ...]) -> tuple[list[str], list[Finding]]:
     return list(dict.fromkeys(files)), found
 
 
-def _nonfinite(rep: FileReport) -> Finding | None:
+def _nonfinite(rep: FileMeasurement) -> Finding | None:
     """A float file whose samples are NaN/inf is not a header misread: say how many are not finite.
 
     The header is believed when the finite samples, read as its own float subtype, look like
@@ -89,7 +90,7 @@ def _nonfinite(rep: FileReport) -> Finding | None:
                      "a zero peak); writers store NaN as it is", path=rep.path, count=count, total=total, fraction=share)
 
 
-def _judge(path: str, rep: FileReport, rate: int | None, subtype: str | None) -> list[Finding]:
+def _judge(path: str, rep: FileMeasurement, rate: int | None, subtype: str | None) -> list[Finding]:
     """judge_file, plus what the file's header claims against what it holds."""
     out: list[Finding] = []
     if rep.error is None and rep.sample_rate is not None and not MIN_RATE <= rep.sample_rate <= MAX_RATE:
@@ -135,7 +136,7 @@ def listen(paths: tuple[str, ...], rate: int | None, subtype: str | None, json_p
     files, findings = _collect(paths)
     if not files and not findings:
         raise UsageError(f"no audio files ({', '.join(sorted(AUDIO_SUFFIXES))}) under {', '.join(paths)}")
-    reports: list[FileReport] = []
+    reports: list[FileMeasurement] = []
     real: dict[str, str] = {}  # shown name -> the path to open
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console(stderr=True),
                   transient=True) as bar:

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ..checks.results import GraphBreak
+from ..records.optimisation import GraphBreak
 from ._frames import user_location
 from ._watch import flat_tensors
 

@@ -19,7 +19,7 @@ import torch
 import torch.optim.optimizer as _optim
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..checks.results_numerics import OpEvent
+from ..records.numerics import OpEvent
 from ._frames import user_location
 
 __all__ = ["NonFiniteWatch", "module_paths", "tensor_stats", "flat_tensors"]

@@ -20,7 +20,8 @@ import torch
 
 from .._tensor import is_array, to_numpy
 from ..audio.features import log_mel
-from ..checks.results_conditioning import (
+from ..pipeline import as_step_output, capabilities
+from ..records.conditioning import (
     ConditionBatch,
     ConditionData,
     ConditionGrads,
@@ -28,7 +29,6 @@ from ..checks.results_conditioning import (
     GuidanceProbe,
     Sensitivity,
 )
-from ..pipeline import as_step_output, capabilities
 from ..trace.layout import canonical_logits
 from ._outputs import read_generated
 from ._seed import seed_everything

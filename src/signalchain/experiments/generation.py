@@ -20,8 +20,8 @@ import numpy as np
 import torch
 
 from .._tensor import to_numpy
-from ..checks.results_generation import Checkpoint, GenerationReport, GenerationRun
 from ..pipeline import as_step_output, capabilities
+from ..records.generation import Checkpoint, GenerationMeasurement, GenerationRun
 from ..stats import as_batch_audio
 from ..trace import record, tap
 from ..trace.layout import canonical_logits
@@ -40,7 +40,7 @@ __all__ = ["measure_generation", "GenerationOutcome"]
 class GenerationOutcome:
     """The report plus what the report page plays: decoded samples per setting, nearest examples."""
 
-    def __init__(self, report: GenerationReport):
+    def __init__(self, report: GenerationMeasurement):
         self.report = report
         self.samples: dict[str, np.ndarray] = {}  # label -> decoded audio [C, T] of prompt 0
         self.sample_rate: int | None = None
@@ -96,7 +96,7 @@ class _Session:
         self.frames, self.seed = self.b.gen_frames, ctx.seed
         tokens = ctx.golden().trace.get("tokens")
         self.frame_rate = tokens.meta.get("frame_rate") if tokens is not None else None
-        self.report = GenerationReport(frames=self.frames, prompts=self.b.gen_prompts, frame_rate=self.frame_rate,
+        self.report = GenerationMeasurement(frames=self.frames, prompts=self.b.gen_prompts, frame_rate=self.frame_rate,
                                        runs=[])
         self.out = GenerationOutcome(self.report)
         self.out.sample_rate = getattr(self.p, "sample_rate", None)

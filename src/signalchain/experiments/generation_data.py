@@ -19,8 +19,8 @@ import torch
 
 from ..audio.features import log_mel
 from ..checks._util import as_bool_mask
-from ..checks.results_generation import DataVariety, PositionProbe
 from ..pipeline import capabilities
+from ..records.generation import DataVariety, PositionProbe
 from ..stats import as_batch_audio
 from ..trace import record, tap
 from ._seed import seed_everything

@@ -12,7 +12,7 @@ import numpy as np
 from scipy import signal
 
 from ..audio.features import log_mel
-from ..checks.results_generation import NearestExample
+from ..records.generation import NearestExample
 from ..stats import as_batch_audio
 
 __all__ = ["fingerprint", "copy_similarity", "nearest_examples", "examples_from_pipeline"]

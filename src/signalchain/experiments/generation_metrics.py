@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..audio.features import log_mel
-from ..checks.results_generation import SamplerFit, TokenStats
+from ..records.generation import SamplerFit, TokenStats
 
 __all__ = ["token_stats", "sampler_fit", "guidance_coefficient", "frame_entropy", "audio_loop",
            "logit_entropy"]

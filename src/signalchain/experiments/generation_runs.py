@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..checks.results_generation import GenerationRun, StopProbe
 from ..pipeline import capabilities
+from ..records.generation import GenerationRun, StopProbe
 from ..trace import Trace, record, tap
 from ._outputs import call_decode, generated_field, read_generated
 from ._seed import seed_everything

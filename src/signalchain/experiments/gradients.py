@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from ..checks.results import GradientReport, ParamGrad
 from ..pipeline import as_step_output
+from ..records.optimisation import GradientMeasurement, ParamGrad
 from ..trace import record, tap
 from ._graph import GraphWatch
 from ._seed import seed_everything
@@ -68,7 +68,7 @@ def _direct(loss: torch.Tensor, logits: torch.Tensor) -> bool:
     return g is not None and bool(torch.isfinite(g).any()) and float(g.abs().max()) > 0
 
 
-def measure_gradients(ctx: Context) -> GradientReport:
+def measure_gradients(ctx: Context) -> GradientMeasurement:
     p = ctx.pipeline
     model = ctx.fresh_model()
     optimizer = p.build_optimizer(model)
@@ -160,6 +160,6 @@ def measure_gradients(ctx: Context) -> GradientReport:
                                 last_forward=last_forward.get(module, -1), first_forward=first_forward.get(module, -1),
                                 grad_enabled=grad_enabled.get(module)))
     stage_grad = {r.name: bool(r.meta["requires_grad"]) for r in trace if "requires_grad" in r.meta}
-    return GradientReport(loss_is_tensor=is_tensor, loss_requires_grad=requires, loss_depends_on_logits=depends,
+    return GradientMeasurement(loss_is_tensor=is_tensor, loss_requires_grad=requires, loss_depends_on_logits=depends,
                           params=params, breaks=watch.breaks, stage_requires_grad=stage_grad, stages=trace.names(),
                           stage_order=stage_order, depends_via=via)

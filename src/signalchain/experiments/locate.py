@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..checks.results_numerics import LocateReport, StageStatus
 from ..pipeline import as_step_output, capabilities
+from ..records.numerics import LocateMeasurement, StageStatus
 from ..trace.recorder import _ACTIVE, Recording
 from ._frames import TORCH_DIR
 from ._train import autocast_for, no_tap, update_step
@@ -138,7 +138,7 @@ def _where(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"[:400] + at
 
 
-def _place(report: LocateReport) -> None:
+def _place(report: LocateMeasurement) -> None:
     """Each event's stage: the first stage after it that shows a bad value (forward), else the first
     floating stage after its (forward) op — an integer or text stage cannot carry it — or "optimizer"."""
     stages = report.stages
@@ -160,7 +160,7 @@ def _place(report: LocateReport) -> None:
 
 def locate(pipeline: Any, model: torch.nn.Module, batch: Any, optimizer: Any = None, *,
            restore: Callable[[], None] | None = None, tap: Any = no_tap,
-           step: Callable[[torch.nn.Module, Any], Any] | None = None) -> LocateReport:
+           step: Callable[[torch.nn.Module, Any], Any] | None = None) -> LocateMeasurement:
     """Replay one step on `batch` under the watch and report every first non-finite value.
 
     restore: puts model, optimizer, scaler and RNG back to the state before the step (called first).
@@ -216,7 +216,7 @@ def locate(pipeline: Any, model: torch.nn.Module, batch: Any, optimizer: Any = N
     stages.judge_masks(mask.detach().cpu().numpy().astype(bool) if isinstance(mask, torch.Tensor) and mask.dtype == torch.bool else None)
     after = [n for n, q in model.named_parameters() if not bool(torch.isfinite(q.detach().sum(dtype=torch.float32)))] \
         if optimizer is not None else []
-    report = LocateReport(events=watch.events, stages=stages.stages, loss=loss,
+    report = LocateMeasurement(events=watch.events, stages=stages.stages, loss=loss,
                           loss_stage="loss" if loss is not None else None, grads_nonfinite=list(dict.fromkeys(grads_bad)),
                           params_nonfinite_after=after, batch_nonfinite=scan_batch(batch), error=error, scaled=scaled,
                           phases=sorted({e.phase for e in watch.events}))

@@ -13,8 +13,8 @@ import math
 import numpy as np
 import torch
 
-from ..checks.results import SweepReport
 from ..pipeline import as_step_output
+from ..records.optimisation import SweepMeasurement
 from ._seed import seed_everything
 from ._train import configured_lrs, no_tap, regularisation_off, total_grad_norm
 from .context import Context
@@ -55,14 +55,14 @@ def train_at(ctx: Context, state: dict, lr: float, steps: int, norms: list[float
     return losses
 
 
-def measure_lr_sweep(ctx: Context) -> SweepReport:
+def measure_lr_sweep(ctx: Context) -> SweepMeasurement:
     model = ctx.fresh_model()
     state = copy.deepcopy(model.state_dict())
     configured = max(configured_lrs(ctx.pipeline.build_optimizer(model)))
     lrs = sorted(set(np.logspace(-6, 0, ctx.budget.sweep_lrs).tolist()) | {configured})
     losses = [train_at(ctx, state, lr, ctx.budget.sweep_steps) for lr in lrs]
     initial = losses[0][0]
-    report = SweepReport(lrs=lrs, losses=losses, initial=initial, configured=configured)
+    report = SweepMeasurement(lrs=lrs, losses=losses, initial=initial, configured=configured)
     finals = [min(ls[-2:]) if all(math.isfinite(x) for x in ls) else math.inf for ls in losses]
     if all(math.isfinite(f) for f in finals) or any(math.isfinite(f) for f in finals):
         best = lrs[int(np.argmin(finals))]

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..checks.results_numerics import NumericsReport
+from ..records.numerics import NumericsMeasurement
 from ._seed import seed_everything
 from ._train import update_step
 from .context import Context
@@ -26,7 +26,7 @@ __all__ = ["measure_numerics", "StepProbe", "numerics_report_of"]
 _SHARED = "_numerics_report"  # kept on the Context so that the precision family can reuse the replay
 
 
-def numerics_report_of(ctx: Context) -> NumericsReport | None:
+def numerics_report_of(ctx: Context) -> NumericsMeasurement | None:
     """This doctor run's numerics report, if the numerics family ran (the precision family reuses its
     replay of update 0 instead of paying for it again: a float16 step on a CPU is slow)."""
     return ctx.__dict__.get(_SHARED)
@@ -69,12 +69,12 @@ def _params_finite(model: torch.nn.Module) -> bool:
         return all(math.isfinite(float(q.sum(dtype=torch.float32))) for q in model.parameters())
 
 
-def measure_numerics(ctx: Context) -> NumericsReport:
+def measure_numerics(ctx: Context) -> NumericsMeasurement:
     p = ctx.pipeline
     model = ctx.fresh_model()
     optimizer = p.build_optimizer(model)
     scaler = getattr(p, "scaler", None)
-    report = NumericsReport(before=scan_state(model, optimizer, 0), after=None, updates=0, losses=[], grad_norms=[])
+    report = NumericsMeasurement(before=scan_state(model, optimizer, 0), after=None, updates=0, losses=[], grad_norms=[])
     batch = ctx.batch()
     for k in range(ctx.budget.numerics_steps):
         snap = Snapshot.take(model, optimizer, scaler)

@@ -17,9 +17,9 @@ from .._tensor import to_numpy
 from ..audio.features import log_mel
 from ..audio.io import read_audio
 from ..checks._util import as_bool_mask
-from ..checks.output import DecoderProbe, FileReport, RouteReport
 from ..errors import SignalchainError
 from ..pipeline import capabilities
+from ..records.output import DecoderProbe, FileMeasurement, RouteMeasurement
 from ..stats import audio_example_summary
 from ..trace import Trace, record, tap
 from ._outputs import call_decode, read_generated
@@ -71,17 +71,17 @@ def _reread_as_pcm16(path: str | Path, header: dict[str, Any]) -> dict[str, Any]
     return {"as": "PCM_16", "rms_dbfs": s["rms_dbfs"], "peak": s["peak"], "plausible": plausible}
 
 
-def measure_file(path: str | Path) -> FileReport:
+def measure_file(path: str | Path) -> FileMeasurement:
     """Read `path` as a player would (soundfile) and summarise it; never raises."""
     try:
         af = read_audio(path)
     except SignalchainError as exc:
-        return FileReport(path=str(path), error=str(exc).split(": ", 1)[-1])
+        return FileMeasurement(path=str(path), error=str(exc).split(": ", 1)[-1])
     x = af.audio
     with np.errstate(invalid="ignore"):
         a = np.abs(x[np.isfinite(x)])
     nonzero = a[a > 0]
-    rep = FileReport(path=str(path), sample_rate=af.sample_rate, subtype=af.subtype, format=af.format,
+    rep = FileMeasurement(path=str(path), sample_rate=af.sample_rate, subtype=af.subtype, format=af.format,
                      channels=af.channels, frames=af.frames, stats=audio_example_summary(x, af.sample_rate),
                      denormal_share=float((nonzero < 1e-30).mean()) if nonzero.size else 0.0)
     header = wav_header(path) if af.format == "WAV" else None
@@ -110,7 +110,7 @@ def _per_example_dbfs(rec: Any) -> list[float]:
     return [float(e["rms_dbfs"]) for e in rec.summary.get("audio", {}).get("examples", [])] if rec is not None else []
 
 
-def measure_route(ctx: Context) -> tuple[RouteReport, Trace] | None:
+def measure_route(ctx: Context) -> tuple[RouteMeasurement, Trace] | None:
     """Render a few golden prompts with a fresh model (or generate + decode without `render`)."""
     p = ctx.pipeline
     caps = capabilities(p)
@@ -160,7 +160,7 @@ def measure_route(ctx: Context) -> tuple[RouteReport, Trace] | None:
         silent = float((codes == np.array(pattern)[None, :, None]).all(axis=1).mean())
     decoded = t.get("audio.decoded")
     rate = decoded.sample_rate if decoded is not None else None
-    route = RouteReport(tokens_shape=list(codes.shape), cardinality=int(card) if card is not None else None,
+    route = RouteMeasurement(tokens_shape=list(codes.shape), cardinality=int(card) if card is not None else None,
                         invalid=int(bad.sum()), special=sorted({int(v) for v in codes[bad]})[:10],
                         silence_pattern=pattern, silent_frames=silent, decoded_dbfs=_per_example_dbfs(decoded),
                         decoded_clipping=float(decoded.summary.get("audio", {}).get("clipping_fraction_max", 0.0))

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..checks._util import unigram_entropy
-from ..checks.results import CurveReport
+from ..records.optimisation import CurveMeasurement
 from ..trace.layout import read_layout
 from ._seed import seed_everything
 from ._train import regularisation_off, update_step
@@ -17,7 +17,7 @@ from .context import Context
 __all__ = ["measure_overfit", "overfit_at"]
 
 
-def measure_overfit(ctx: Context) -> CurveReport:
+def measure_overfit(ctx: Context) -> CurveMeasurement:
     p = ctx.pipeline
     model = ctx.fresh_model()
     optimizer = p.build_optimizer(model)
@@ -53,7 +53,7 @@ def measure_overfit(ctx: Context) -> CurveReport:
     if view.targets is not None:
         m = view.mask if view.mask is not None else np.ones(view.targets.shape, bool)
         h = unigram_entropy(view.targets, m) if m.any() else None
-    report = CurveReport(losses=losses, grad_norms=norms, steps=len(losses), unigram_entropy=h,
+    report = CurveMeasurement(losses=losses, grad_norms=norms, steps=len(losses), unigram_entropy=h,
                          regularisation=reg, error=error, lrs=lrs)
     if clip:
         report.regularisation["clip_max_norm"] = int(clip[0]) if clip[0].is_integer() else clip[0]  # type: ignore[assignment]

@@ -27,8 +27,8 @@ from typing import Any
 
 import torch
 
-from ..checks.results_performance import PerfReport
 from ..pipeline import capabilities
+from ..records.performance import PerfMeasurement
 from ._host_reads import HostReads
 from ._train import update_step
 from .context import Context
@@ -62,7 +62,7 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_updates(ctx: Context, steps: int) -> PerfReport:
+def time_updates(ctx: Context, steps: int) -> PerfMeasurement:
     """Seconds per update (waits are [] when the pipeline has no loader) and CPU run-queue delays."""
     p = ctx.pipeline
     model = ctx.fresh_model()
@@ -71,7 +71,7 @@ def time_updates(ctx: Context, steps: int) -> PerfReport:
     loader = "loader" in capabilities(p)
     batch = None if loader else ctx.batch()
     it: Any = None
-    rep = PerfReport(waits=[], computes=[], device=str(device), has_loader=loader)
+    rep = PerfMeasurement(waits=[], computes=[], device=str(device), has_loader=loader)
     delays = run_queue_delay() is not None
     gc.collect()
     was_enabled = gc.isenabled()
@@ -159,7 +159,7 @@ def count_host_reads(ctx: Context, steps: int) -> tuple[list[int], list[int], di
     return c.reads, c.calls, c.ops, sites
 
 
-def measure_performance(ctx: Context) -> PerfReport:
+def measure_performance(ctx: Context) -> PerfMeasurement:
     rep = time_updates(ctx, ctx.budget.perf_steps)
     if ctx.budget.perf_sync_steps > 0:
         c = host_read_counts(ctx, ctx.budget.perf_sync_steps)

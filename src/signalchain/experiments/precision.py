@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..checks.results_numerics import AmpReport, AmpStep, OpDivergence
 from ..findings import jsonable
 from ..golden.compare import Tolerance, compare_traces
 from ..pipeline import capabilities
+from ..records.precision import AmpMeasurement, AmpStep, OpDivergence
 from ..trace import StageRecord, Trace
 from ._fp32 import OpRecorder, RecordedOp
 from ._seed import seed_everything
@@ -59,13 +59,13 @@ def _scale(scaler: Any) -> float | None:
         return None
 
 
-def measure_precision(ctx: Context) -> AmpReport:
+def measure_precision(ctx: Context) -> AmpMeasurement:
     p = ctx.pipeline
     dtype = getattr(p, "amp_dtype", None)
     model = ctx.fresh_model()
     optimizer = p.build_optimizer(model)
     scaler = getattr(p, "scaler", None)  # read after build_optimizer: the pipeline may make it there
-    report = AmpReport(dtype=str(dtype).removeprefix("torch.") if dtype is not None else None,
+    report = AmpMeasurement(dtype=str(dtype).removeprefix("torch.") if dtype is not None else None,
                        has_scaler=scaler is not None)
     if dtype is None and scaler is None:
         return report
@@ -179,7 +179,7 @@ def _run(p: Any, model: torch.nn.Module, batch: Any, seed: int, upcast: bool, sp
     return Trace(values.records), rec.ops
 
 
-def compare_precision(p: Any, model: torch.nn.Module, batch: Any, report: AmpReport, seed: int) -> None:
+def compare_precision(p: Any, model: torch.nn.Module, batch: Any, report: AmpMeasurement, seed: int) -> None:
     """Fill `stage_errors`, `comparison`, `first_divergence` and `op_divergence` of `report`."""
     low, _ = _run(p, model, batch, seed, upcast=False)
     full, _ = _run(p, model, batch, seed, upcast=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ..checks.results import UpdateReport
+from ..records.optimisation import UpdateMeasurement
 from ._seed import seed_everything
 from ._train import configured_lrs, update_step
 from .context import Context
@@ -12,7 +12,7 @@ from .context import Context
 __all__ = ["measure_update"]
 
 
-def measure_update(ctx: Context) -> UpdateReport:
+def measure_update(ctx: Context) -> UpdateMeasurement:
     p = ctx.pipeline
     model = ctx.fresh_model()
     optimizer = p.build_optimizer(model)
@@ -56,6 +56,6 @@ def measure_update(ctx: Context) -> UpdateReport:
             ref = float(before[n].norm())
             changed[n] = d / ref if ref > 0 else d
             layer.setdefault(n.rsplit(".", 1)[0], []).append(changed[n])
-    return UpdateReport(steps=ctx.budget.update_steps, changed=changed, had_grad=had_grad, configured_lr=configured,
+    return UpdateMeasurement(steps=ctx.budget.update_steps, changed=changed, had_grad=had_grad, configured_lr=configured,
                         effective_lr=effective, scaler_scales=scales, at_step=at_step,
                         layer_ratio={k: max(v) for k, v in layer.items()})

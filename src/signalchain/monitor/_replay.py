@@ -7,10 +7,10 @@ from typing import Any
 
 import torch
 
-from ..checks.results_numerics import LocateReport
 from ..errors import SignalchainError
 from ..experiments.locate import locate
 from ..experiments.state import Snapshot
+from ..records.numerics import LocateMeasurement
 from ._reading import reduced
 
 __all__ = ["replay_step", "stateful"]
@@ -23,7 +23,7 @@ def stateful(obj: Any) -> bool:
 
 def replay_step(model: torch.nn.Module, batch: Any, fn: Callable[[torch.nn.Module, Any], Any], start: Snapshot, *,
                 optimizer: Any = None, scaler: Any = None, pipeline: Any = None, with_update: bool = False,
-                state: Snapshot | None = None) -> LocateReport:
+                state: Snapshot | None = None) -> LocateMeasurement:
     """Replay one step from `start` (its RNG; `state`: its weights too, for an update) and restore.
 
     Without `with_update` only the model is touched (forward and backward), so only the model, its

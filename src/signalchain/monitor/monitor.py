@@ -45,11 +45,11 @@ import torch
 
 from ..checks.base import make
 from ..checks.numerics import judge_locate
-from ..checks.results_numerics import LocateReport
 from ..errors import SignalchainError
 from ..experiments._train import norm_of
 from ..experiments.state import Snapshot, scan_state
 from ..findings import Finding, Severity, check_failed
+from ..records.numerics import LocateMeasurement
 from ._findings import unjudged, unlocated, unwritten
 from ._reading import LossReading, nonfinite_names, read_loss, safely, scaler_guards, visible
 from ._replay import replay_step, stateful
@@ -94,7 +94,7 @@ class Monitor:
         self.fired: list[int] = []  # steps whose check failed
         self.unjudged: list[int] = []  # steps the monitor could not fully judge (the findings say why)
         self.skipped = 0  # steps the scaler skipped
-        self.reports: list[LocateReport] = []
+        self.reports: list[LocateMeasurement] = []
         self.ratio_every, self.ratio_elements = ratio_every, ratio_elements
         #: per step: loss and gradient norm (from `check`), loss scale (with a scaler); update ratio
         #: on measured steps only (`ratio_steps` says which)
@@ -358,7 +358,7 @@ class Monitor:
             return lambda model, batch: self.pipeline.step(model, batch, lambda s, v, **m: v)
         return None
 
-    def _locate(self, with_update: bool = False, state: Snapshot | None = None) -> LocateReport | None:
+    def _locate(self, with_update: bool = False, state: Snapshot | None = None) -> LocateMeasurement | None:
         """Replay the step from its start under the locator, then put everything back as it was."""
         fn = self._replay_fn()
         if fn is None or self._rng is None:

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ..checks.output import FileReport
 from ..findings import Finding
+from ..records.output import FileMeasurement
 from .html import HtmlReport, audio_player, esc, findings_table, image_tag, table
 from .plots import audio_figure
 
@@ -21,7 +21,7 @@ def _db(x: Any) -> str:
     return f"{x:.1f}" if isinstance(x, (int, float)) else "—"
 
 
-def file_row(f: FileReport) -> list[str]:
+def file_row(f: FileMeasurement) -> list[str]:
     """The numbers of one file as table cells (shared by the terminal and the page)."""
     if f.error:
         return [f.path, "—", "—", "—", "—", "—", "—", "—", "—", "—", f.error]
@@ -37,7 +37,7 @@ HEADERS = ["file", "rate", "format/subtype", "ch", "seconds", "RMS dBFS", "peak 
            "channel corr."]
 
 
-def render_listen(reports: Sequence[FileReport], findings: Sequence[Finding],
+def render_listen(reports: Sequence[FileMeasurement], findings: Sequence[Finding],
                   load: Callable[[str], tuple[np.ndarray, int] | None], expectations: str = "") -> HtmlReport:
     """`load(path)` returns the decoded audio [C, T] and its rate (None when unreadable)."""
     bad = {f.evidence.get("path") for f in findings if f.severity.value != "info"}

@@ -19,9 +19,9 @@ from ...checks.conditioning_model import (
     judge_guidance,
     judge_sensitivity,
 )
-from ...checks.results_conditioning import ConditionData
 from ...findings import Finding
 from ...pipeline import capabilities, missing_capability
+from ...records.conditioning import ConditionData
 from ..conditioning import (
     measure_condition_data,
     measure_condition_grads,

@@ -10,9 +10,9 @@ from scipy import signal
 
 from ...checks.base import make, run_check
 from ...checks.generation import judge_memorised, judge_sampler, judge_stop, judge_training, verdict
-from ...checks.results_generation import GenerationReport, GenerationRun
 from ...findings import Finding, check_failed
 from ...pipeline import missing_capability
+from ...records.generation import GenerationMeasurement, GenerationRun
 from ..context import Context
 from ..doctor import family
 from ..generation import GenerationOutcome, measure_generation
@@ -43,7 +43,7 @@ def _resample(x: np.ndarray, sr_in: int, sr_out: int) -> np.ndarray:
 
 
 def _metrics(out: GenerationOutcome, side: str, text: str) -> dict[str, Any]:
-    rep: GenerationReport = out.report
+    rep: GenerationMeasurement = out.report
     m: dict[str, Any] = {"generation.verdict": {"kind": "text", "title": "Verdict: where the repetition comes from",
                                                 "text": text}}
     m["generation.runs"] = {"kind": "table", "title": f"Sampling settings on the same {rep.prompts} prompts, "

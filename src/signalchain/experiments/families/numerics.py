@@ -8,9 +8,10 @@ from typing import Any
 from ...checks.base import run_check
 from ...checks.numerics import judge_numerics
 from ...checks.precision import judge_precision
-from ...checks.results_numerics import AmpReport, NumericsReport
 from ...findings import Finding
 from ...pipeline import capabilities, missing_capability
+from ...records.numerics import NumericsMeasurement
+from ...records.precision import AmpMeasurement
 from ..context import Context
 from ..doctor import family
 from ..numerics import measure_numerics
@@ -23,7 +24,7 @@ def _finite(xs: list[float | None]) -> list[float]:
     return [x if (x is not None and math.isfinite(x)) else float("nan") for x in xs]
 
 
-def _numerics_metrics(rep: NumericsReport) -> dict[str, Any]:
+def _numerics_metrics(rep: NumericsMeasurement) -> dict[str, Any]:
     out: dict[str, Any] = {}
     loc = rep.locate
     if loc is not None:
@@ -54,7 +55,7 @@ def numerics_family(ctx: Context) -> list[Finding]:
     return run_check("checks.numerics", judge_numerics, rep)
 
 
-def _precision_metrics(rep: AmpReport) -> dict[str, Any]:
+def _precision_metrics(rep: AmpMeasurement) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if rep.steps and rep.has_scaler:
         xs = list(range(len(rep.steps)))

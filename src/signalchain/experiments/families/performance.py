@@ -6,9 +6,9 @@ from typing import Any
 
 from ...checks.base import run_check
 from ...checks.performance import judge_performance
-from ...checks.results_performance import PerfReport
 from ...findings import Finding
 from ...pipeline import capabilities, missing_capability
+from ...records.performance import PerfMeasurement
 from ..context import Context
 from ..doctor import family
 from ..performance import measure_performance
@@ -24,14 +24,14 @@ def _at(xs: list[float], i: int) -> float | str:
     return round(xs[i] * 1000, 1) if i < len(xs) else "—"
 
 
-def _cpu_wait(rep: PerfReport, i: int) -> float:
+def _cpu_wait(rep: PerfMeasurement, i: int) -> float:
     """ms the update (wait and compute) spent runnable but without a CPU."""
     if i >= len(rep.compute_delays):
         return 0.0
     return round((rep.compute_delays[i] + (rep.wait_delays[i] if i < len(rep.wait_delays) else 0.0)) * 1000, 1)
 
 
-def _metrics(rep: PerfReport) -> dict[str, Any]:
+def _metrics(rep: PerfMeasurement) -> dict[str, Any]:
     xs = list(range(len(rep.computes)))
     series = {"update (compute)": [xs, _ms(rep.computes)]}
     if rep.waits:

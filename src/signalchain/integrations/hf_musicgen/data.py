@@ -17,10 +17,10 @@ import numpy as np
 
 from ..._tensor import to_numpy
 from ...audio.io import read_audio
-from ...audit.records import CAPTION_KEYS
 from ...audit.sources import read_items, resolve_sources
 from ...errors import UsageError
 from ...findings import Finding
+from ...records.audit import CAPTION_KEYS
 
 __all__ = ["Example", "read_examples", "examples_from_dataset", "examples_from_clips", "split_of"]
 

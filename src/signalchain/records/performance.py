@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["PerfReport"]
+__all__ = ["PerfMeasurement"]
 
 
 @dataclass
-class PerfReport:
+class PerfMeasurement:
     """Wall-clock timings of consecutive training updates and the host reads made in a few of them.
 
     Position 0 is the fresh loader iterator's first batch and the fresh model's first update: both

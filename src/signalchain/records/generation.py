@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["TokenStats", "SamplerFit", "GenerationRun", "StopProbe", "PositionProbe", "DataVariety",
-           "Checkpoint", "NearestExample", "GenerationReport"]
+           "Checkpoint", "NearestExample", "GenerationMeasurement"]
 
 
 @dataclass
@@ -130,7 +130,7 @@ class NearestExample:
 
 
 @dataclass
-class GenerationReport:
+class GenerationMeasurement:
     frames: int
     prompts: int
     frame_rate: float | None

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ParamGrad", "GraphBreak", "GradientReport", "UpdateReport", "CurveReport", "SweepReport"]
+__all__ = ["ParamGrad", "GraphBreak", "GradientMeasurement", "UpdateMeasurement", "CurveMeasurement", "SweepMeasurement"]
 
 
 @dataclass
@@ -38,7 +38,7 @@ class GraphBreak:
 
 
 @dataclass
-class GradientReport:
+class GradientMeasurement:
     loss_is_tensor: bool
     loss_requires_grad: bool
     loss_depends_on_logits: bool | None
@@ -54,7 +54,7 @@ class GradientReport:
 
 
 @dataclass
-class UpdateReport:
+class UpdateMeasurement:
     steps: int
     changed: dict[str, float]  # parameter -> relative change |Δθ| / |θ| after `steps` updates
     had_grad: dict[str, bool]
@@ -66,7 +66,7 @@ class UpdateReport:
 
 
 @dataclass
-class CurveReport:
+class CurveMeasurement:
     """A short training run on the golden batch (the overfit test)."""
 
     losses: list[float]
@@ -80,7 +80,7 @@ class CurveReport:
 
 
 @dataclass
-class SweepReport:
+class SweepMeasurement:
     lrs: list[float]
     losses: list[list[float]]  # per lr: loss after each step
     initial: float

@@ -1,0 +1,54 @@
+"""Plain records of the output route: one audio file as a player reads it, the decoder's locality
+probe, the route from generated tokens to the written file. Experiments (and `listen`) fill them;
+`checks/output.py` judges them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["FileMeasurement", "DecoderProbe", "RouteMeasurement"]
+
+
+@dataclass
+class FileMeasurement:
+    """One audio file as a player reads it (filled by experiments.output.measure_file)."""
+
+    path: str
+    error: str | None = None
+    sample_rate: int | None = None
+    subtype: str | None = None
+    format: str | None = None
+    channels: int = 0
+    frames: int = 0
+    stats: dict[str, Any] = field(default_factory=dict)  # stats.audio_example_summary of the content
+    denormal_share: float = 0.0  # nonzero samples below 1e-30: int data read as float
+    reread: dict[str, Any] | None = None  # the data bytes read as 16-bit PCM when the header says float
+
+
+@dataclass
+class DecoderProbe:
+    """Decode real tokens, then the same tokens with one frame changed: how far does the change reach?"""
+
+    frames: int
+    changed: list[int]
+    far_share: float | None  # share of the spectral difference beyond `window` frames of the change
+    window: int
+    error: str | None = None
+
+
+@dataclass
+class RouteMeasurement:
+    tokens_shape: list[int]
+    cardinality: int | None
+    invalid: int  # generated tokens outside [0, cardinality)
+    special: list[int]  # the out-of-range values seen
+    silence_pattern: list[int] | None  # the frame of codes the training tokens show for silence
+    silent_frames: float | None  # share of generated frames equal to it
+    decoded_dbfs: list[float] = field(default_factory=list)  # per example, RMS
+    decoded_clipping: float = 0.0  # float audio beyond full scale is fine until it is written
+    decoded_rate: int | None = None
+    written_dbfs: list[float] = field(default_factory=list)
+    files: list[FileMeasurement] = field(default_factory=list)
+    error: str | None = None  # what the route raised (e.g. the decoder refusing codes)
+    audio_only: str | None = None  # generate returned audio without codes ("audio [2, 1, 16000]")
