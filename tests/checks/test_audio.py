@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from _traces import make_trace
-from signalchain.checks.audio import check_audio
+from signalchain.checks.audio import judge_audio
 
 SR = 16000
 
@@ -24,7 +24,7 @@ def route(original, mono=None, sr_mono=SR, lengths=None):
 
 
 def found(t):
-    return [(f.id, f.stage) for f in check_audio(t)]
+    return [(f.id, f.stage) for f in judge_audio(t)]
 
 
 @pytest.mark.parametrize("seed", range(3))

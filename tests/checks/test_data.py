@@ -5,11 +5,11 @@ import pytest
 
 from _traces import codec_like_tokens, make_trace, step_trace
 from signalchain.checks.data import (
-    check_batch_sizes,
-    check_initial_loss,
-    check_masks,
-    check_shapes,
-    check_targets,
+    judge_batch_sizes,
+    judge_initial_loss,
+    judge_masks,
+    judge_shapes,
+    judge_targets,
 )
 
 
@@ -25,99 +25,99 @@ def tokens():
 @pytest.mark.parametrize("seed", range(4))
 def test_clean_traces_raise_nothing(seed):
     t = step_trace(codec_like_tokens(seed=seed))
-    for check in (check_batch_sizes, check_shapes, check_initial_loss, check_masks, check_targets):
+    for check in (judge_batch_sizes, judge_shapes, judge_initial_loss, judge_masks, judge_targets):
         assert check(t) == [], check.__name__
 
 
 def test_batch_size_mismatch_names_the_odd_stage():
     t = make_trace(("audio.original", np.zeros((4, 1, 100), np.float32), {"sample_rate": 8000}),
                    ("caption", ["a", "b", "c", "d"]), ("metadata", [{"k": 1}] * 3))
-    assert ids(check_batch_sizes(t)) == [("batch.size_mismatch", "metadata")]
+    assert ids(judge_batch_sizes(t)) == [("batch.size_mismatch", "metadata")]
 
 
 def test_shape_mismatch_of_targets_and_mask(tokens):
     b, k, t = tokens.shape
     tr = make_trace(("targets", tokens[..., :-1]), ("logits", np.zeros((b, k, t, 8), np.float32)),
                     ("mask.loss", np.ones((b, 1, t), bool)))
-    assert ("shape.mismatch", "targets") in ids(check_shapes(tr))
+    assert ("shape.mismatch", "targets") in ids(judge_shapes(tr))
     tr2 = make_trace(("targets", tokens), ("logits", np.zeros((b, k, t, 8), np.float32)), ("mask.loss", np.ones((b, 1, t), bool)))
-    assert ids(check_shapes(tr2)) == [("shape.mismatch", "mask.loss")]
+    assert ids(judge_shapes(tr2)) == [("shape.mismatch", "mask.loss")]
 
 
 def test_initial_loss_far_from_log_cardinality(tokens):
-    assert ids(check_initial_loss(step_trace(tokens, loss=12.0))) == [("loss.initial", "loss")]
-    assert ids(check_initial_loss(step_trace(tokens, loss=0.5))) == [("loss.initial", "loss")]
-    assert check_initial_loss(step_trace(tokens, loss=float(np.log(64)) + 0.3)) == []
+    assert ids(judge_initial_loss(step_trace(tokens, loss=12.0))) == [("loss.initial", "loss")]
+    assert ids(judge_initial_loss(step_trace(tokens, loss=0.5))) == [("loss.initial", "loss")]
+    assert judge_initial_loss(step_trace(tokens, loss=float(np.log(64)) + 0.3)) == []
 
 
 def test_empty_and_nearly_empty_masks(tokens):
     empty = np.zeros(tokens.shape, bool)
-    f = check_masks(step_trace(tokens, mask=empty))
+    f = judge_masks(step_trace(tokens, mask=empty))
     assert ids(f) == [("mask.empty", "mask.loss")] and f[0].severity.value == "error"
-    pad_empty = check_masks(step_trace(tokens, mask=empty, padding=np.zeros((4, 50), bool)))
+    pad_empty = judge_masks(step_trace(tokens, mask=empty, padding=np.zeros((4, 50), bool)))
     assert ids(pad_empty) == [("mask.empty", "mask.padding")]
     nearly = np.zeros(tokens.shape, bool)
     nearly[:, :, :1] = True
-    f = check_masks(step_trace(tokens, mask=nearly))
+    f = judge_masks(step_trace(tokens, mask=nearly))
     assert ids(f) == [("mask.empty", "mask.loss")] and f[0].severity.value == "warning"
     one_codebook = np.ones(tokens.shape, bool)
     one_codebook[:, 2] = False
-    f = check_masks(step_trace(tokens, mask=one_codebook))
+    f = judge_masks(step_trace(tokens, mask=one_codebook))
     assert f[0].id == "mask.empty" and f[0].evidence["per_codebook"][2] == 0
 
 
 def test_padding_trained(tokens):
     padding = np.ones((4, 50), bool)
     padding[0, 30:] = False
-    f = check_masks(step_trace(tokens, padding=padding))  # loss mask all True: 4 codebooks × 20 frames in padding
+    f = judge_masks(step_trace(tokens, padding=padding))  # loss mask all True: 4 codebooks × 20 frames in padding
     assert ids(f) == [("mask.padding_trained", "mask.loss")] and f[0].evidence["positions"] == 80
     ok = np.ones(tokens.shape, bool)
     ok[0, :, 30:] = False
-    assert check_masks(step_trace(tokens, mask=ok, padding=padding)) == []
+    assert judge_masks(step_trace(tokens, mask=ok, padding=padding)) == []
 
 
 def test_constant_targets(tokens):
-    f = check_targets(step_trace(tokens, targets=np.zeros_like(tokens)))
+    f = judge_targets(step_trace(tokens, targets=np.zeros_like(tokens)))
     assert ids(f) == [("targets.constant", "targets")]
 
 
 def test_random_targets(tokens):
     rnd = np.random.default_rng(1).integers(0, 64, size=tokens.shape)
-    f = check_targets(step_trace(tokens, targets=rnd))
+    f = judge_targets(step_trace(tokens, targets=rnd))
     assert ids(f) == [("targets.random", "targets")]
     assert f[0].evidence["temporal_mi"] < 0.05
 
 
 def test_misaligned_targets_name_the_shift(tokens):
     shifted = np.roll(tokens, -1, axis=-1)  # targets[t] = tokens[t + 1]
-    f = check_targets(step_trace(tokens, targets=shifted))
+    f = judge_targets(step_trace(tokens, targets=shifted))
     assert ids(f) == [("targets.misaligned", "targets")]
     assert f[0].evidence["shift_per_codebook"] == [1, 1, 1, 1]
     one = tokens.copy()
     one[:, 3] = np.roll(tokens[:, 3], 1, axis=-1)  # one codebook delayed twice
-    f = check_targets(step_trace(tokens, targets=one))
+    f = judge_targets(step_trace(tokens, targets=one))
     assert ids(f) == [("targets.misaligned", "targets")] and f[0].evidence["shift_per_codebook"][3] == -1
 
 
 def test_declared_shift_is_respected(tokens):
     shifted = np.roll(tokens, -1, axis=-1)
     t = make_trace(("tokens", tokens), ("targets", shifted, {"shift": 1}))
-    assert check_targets(t) == []
+    assert judge_targets(t) == []
 
 
 def test_out_of_range_targets(tokens):
     bad = tokens.copy()
     bad[0, 0, 0] = 64
     t = step_trace(tokens, targets=bad)
-    assert ("tokens.out_of_range", "targets") in ids(check_targets(t))
+    assert ("tokens.out_of_range", "targets") in ids(judge_targets(t))
 
 
 def test_without_tokens_random_targets_show_no_temporal_information():
     rnd = np.random.default_rng(2).integers(0, 64, size=(4, 4, 50))
     t = make_trace(("targets", rnd), ("logits", np.zeros((4, 4, 50, 64), np.float32)))
-    assert ids(check_targets(t)) == [("targets.random", "targets")]
+    assert ids(judge_targets(t)) == [("targets.random", "targets")]
     t2 = make_trace(("targets", codec_like_tokens()), ("logits", np.zeros((4, 4, 50, 64), np.float32)))
-    assert check_targets(t2) == []
+    assert judge_targets(t2) == []
 
 
 # ---- Hugging Face's conventions: labels [B, T', K] with -100, delayed time, logits [B*K, T', V] ----
@@ -143,7 +143,7 @@ def test_a_pattern_built_for_other_delays_than_the_models_is_misaligned(seed):
     toks = codec_like_tokens(seed=seed)
     # Labels and pattern agree with each other (a stereo formula, delay k // 2), but the model
     # declares that it generates with one delay per codebook: three codebooks train off-position.
-    found = check_targets(hf_step_trace(toks, delays=[0, 0, 1, 1], model_delay=[0, 1, 2, 3]))
+    found = judge_targets(hf_step_trace(toks, delays=[0, 0, 1, 1], model_delay=[0, 1, 2, 3]))
     hit = [f for f in found if f.id == "targets.misaligned"]
     assert len(hit) == 1 and hit[0].stage == "targets" and hit[0].evidence["codebooks"] == [1, 2, 3]
     # The same declaration beside a pattern that matches it is silent, and so is a stereo pattern
@@ -166,10 +166,10 @@ def test_hf_pad_id_counted_by_the_loss_is_out_of_range(tokens):
     def keep_pad(labels):  # the delay pattern's pad id (64) left where the loss counts it
         return np.where(labels == -100, 64, labels)
 
-    f = check_targets(hf_step_trace(tokens, labels_edit=keep_pad))
+    f = judge_targets(hf_step_trace(tokens, labels_edit=keep_pad))
     assert ("tokens.out_of_range", "targets") in ids(f)
     # Where the loss mask excludes them, -100 (or any negative id) is the ignore index, not a bug.
-    assert ("tokens.out_of_range", "targets") not in ids(check_targets(hf_step_trace(tokens)))
+    assert ("tokens.out_of_range", "targets") not in ids(judge_targets(hf_step_trace(tokens)))
 
 
 def test_hf_labels_off_the_pipelines_own_delays_are_misaligned(tokens):
@@ -179,21 +179,21 @@ def test_hf_labels_off_the_pipelines_own_delays_are_misaligned(tokens):
                        *[(r.name, r.value, r.meta) for r in hf_step_trace(tokens, delays=[0, 2, 4, 6])
                          if r.name in ("targets", "mask.loss")],
                        ("logits", np.zeros((16, 56, 64), np.float32)))
-    found = check_targets(trace)
+    found = judge_targets(trace)
     assert ids(found) == [("targets.misaligned", "targets")]
     assert found[0].evidence["delays"] == [0, 2, 4, 6] and found[0].evidence["pattern_delays"] == [0, 1, 2, 3]
 
 
 def test_hf_shapes_are_read_in_their_own_layout(tokens):
-    assert check_shapes(hf_step_trace(tokens)) == []
+    assert judge_shapes(hf_step_trace(tokens)) == []
 
     def short(labels):  # one delayed step lost: [B, T' - 1, K] against logits over T'
         return labels[:, :-1]
 
-    assert ("shape.mismatch", "targets") in ids(check_shapes(hf_step_trace(tokens, labels_edit=short,
+    assert ("shape.mismatch", "targets") in ids(judge_shapes(hf_step_trace(tokens, labels_edit=short,
                                                                            mask_from_labels=False)))
 
 
 def test_every_label_ignored_is_an_empty_mask(tokens):
-    f = check_masks(hf_step_trace(tokens, labels_edit=lambda lab: np.full_like(lab, -100)))
+    f = judge_masks(hf_step_trace(tokens, labels_edit=lambda lab: np.full_like(lab, -100)))
     assert ids(f) == [("mask.empty", "mask.loss")] and f[0].severity.value == "error"

@@ -1,7 +1,7 @@
 import numpy as np
 
 from _traces import codec_like_tokens, make_trace
-from signalchain.checks.tokens import check_crop, check_tokens
+from signalchain.checks.tokens import judge_crop, judge_tokens
 
 
 def crop_trace(bounds, lengths, total=32000):
@@ -11,29 +11,29 @@ def crop_trace(bounds, lengths, total=32000):
 
 
 def test_crops_inside_clips_are_fine():
-    assert check_crop(crop_trace([[0, 16000], [10000, 26000], [0, 16000]], [20000, 30000, 9000])) == []
+    assert judge_crop(crop_trace([[0, 16000], [10000, 26000], [0, 16000]], [20000, 30000, 9000])) == []
 
 
 def test_crop_in_padding():
-    f = check_crop(crop_trace([[0, 16000], [16000, 32000]], [20000, 12000]))
+    f = judge_crop(crop_trace([[0, 16000], [16000, 32000]], [20000, 12000]))
     assert [(x.id, x.stage) for x in f] == [("crop.in_padding", "crop")]
     assert f[0].evidence["examples"] == [1]
 
 
 def test_crop_out_of_bounds():
-    f = check_crop(crop_trace([[-100, 15900], [0, 16000]], [20000, 20000]))
+    f = judge_crop(crop_trace([[-100, 15900], [0, 16000]], [20000, 20000]))
     assert "crop.out_of_bounds" in [x.id for x in f]
 
 
 def test_token_range_and_silence_dominance():
     toks = codec_like_tokens(card=64)
-    assert check_tokens(make_trace(("tokens", toks, {"cardinality": 64}))) == []
+    assert judge_tokens(make_trace(("tokens", toks, {"cardinality": 64}))) == []
     bad = toks.copy()
     bad[0, 0, 0] = 70
-    assert [x.id for x in check_tokens(make_trace(("tokens", bad, {"cardinality": 64})))] == ["tokens.out_of_range"]
+    assert [x.id for x in judge_tokens(make_trace(("tokens", bad, {"cardinality": 64})))] == ["tokens.out_of_range"]
     silent = toks.copy()
     silent[:3] = 0  # three of four examples are the all-zero pattern
-    f = check_tokens(make_trace(("tokens", silent, {"cardinality": 64})))
+    f = judge_tokens(make_trace(("tokens", silent, {"cardinality": 64})))
     assert [(x.id, x.stage) for x in f] == [("tokens.silence_dominant", "tokens")]
     assert f[0].evidence["pattern"] == [0, 0, 0, 0]
 
@@ -43,4 +43,4 @@ def test_silence_in_padding_frames_does_not_count():
     toks[:, :, 10:] = 0
     padding = np.zeros((4, 50), bool)
     padding[:, :10] = True
-    assert check_tokens(make_trace(("tokens", toks, {"cardinality": 64}), ("mask.padding", padding))) == []
+    assert judge_tokens(make_trace(("tokens", toks, {"cardinality": 64}), ("mask.padding", padding))) == []

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from signalchain.checks.gradients import codec_parameters, judge_gradients
+from signalchain.checks.optimisation.gradients import codec_parameters, judge_gradients
 from signalchain.experiments.context import BUDGETS, Context
 from signalchain.experiments.gradients import measure_gradients
 from signalchain.pipeline import ProtocolView, StepOutput

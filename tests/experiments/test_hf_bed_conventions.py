@@ -8,9 +8,9 @@ pytest.importorskip("transformers")
 
 import torch  # noqa: E402
 
-from signalchain.checks.gradients import judge_gradients  # noqa: E402
+from signalchain.checks.optimisation.gradients import judge_gradients  # noqa: E402
 from signalchain.checks.performance import judge_performance  # noqa: E402
-from signalchain.checks.stale import judge_token_audio  # noqa: E402
+from signalchain.checks.token_audio import judge_token_audio  # noqa: E402
 from signalchain.experiments.context import BUDGETS, Context  # noqa: E402
 from signalchain.experiments.gradients import measure_gradients  # noqa: E402
 from signalchain.experiments.performance import host_read_counts  # noqa: E402

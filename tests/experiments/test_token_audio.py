@@ -3,7 +3,7 @@ fresh tokens are silent and stale or reordered ones are found, each on the codec
 
 import pytest
 
-from signalchain.checks.stale import judge_token_audio
+from signalchain.checks.token_audio import judge_token_audio
 from signalchain.experiments.context import BUDGETS, Context
 from signalchain.experiments.stale import measure_token_audio
 from signalchain.pipeline import ProtocolView

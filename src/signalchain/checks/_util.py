@@ -21,7 +21,7 @@ def as_bool_mask(mask: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
     """Broadcast a loss/padding mask to `shape` ([B, K, T]); all True when there is none.
 
     A mask whose shape cannot broadcast is cut or padded (with False) to `shape`: the shape
-    disagreement itself is reported by `check_shapes`, and the other checks still get an answer.
+    disagreement itself is reported by `judge_shapes`, and the other checks still get an answer.
     """
     if mask is None:
         return np.ones(shape, dtype=bool)

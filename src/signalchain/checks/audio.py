@@ -6,13 +6,15 @@ blamed on the stage where it happens, not on the source.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Set
+
 import numpy as np
 
 from ..findings import Finding
 from ..trace import StageRecord, Trace
 from .base import make
 
-__all__ = ["check_audio", "SILENT_DBFS", "SCALE_PEAK"]
+__all__ = ["judge_audio", "AUDIO_RULES", "SILENT_DBFS", "SCALE_PEAK"]
 
 CHECK = "checks.audio"
 SILENT_DBFS = -60.0
@@ -50,93 +52,183 @@ def _is_scaled_downmix(stereo: StageRecord, mono: StageRecord, examples: list[in
     return True
 
 
-def check_audio(trace: Trace) -> list[Finding]:
+Rule = Callable[[StageRecord, "StageRecord | None", Set[str]], "Finding | None"]
+
+
+def _channels(rec: StageRecord) -> int:
+    return rec.shape[1] if len(rec.shape) == 3 else 1
+
+
+def _rms(rec: StageRecord) -> np.ndarray:
+    return np.array([e["rms_dbfs"] for e in _examples(rec)])
+
+
+def _level_change(prev: StageRecord, rec: StageRecord) -> tuple[int, np.ndarray, np.ndarray]:
+    """(examples compared, level drop in dB from `prev` to `rec`, which were audible at `prev`)."""
+    prev_rms, rms = _rms(prev), _rms(rec)
+    n = min(len(prev_rms), len(rms))
+    return n, prev_rms[:n] - rms[:n], prev_rms[:n] > SILENT_DBFS
+
+
+def _nonfinite(rec: StageRecord, prev: StageRecord | None, reported: Set[str]) -> Finding | None:
+    ex, name = _examples(rec), rec.name
+    nonfinite = [i for i, e in enumerate(ex) if e["nonfinite_fraction"] > 0]
+    if not nonfinite:
+        return None
+    return make("audio.nonfinite", "error", name, f"examples {nonfinite} of {name} hold NaN or inf samples "
+                f"(up to {100 * max(ex[i]['nonfinite_fraction'] for i in nonfinite):.2g}% of samples)", CHECK,
+                hint="find the file or transform that produced them; one NaN sample poisons the loss",
+                examples=nonfinite)
+
+
+def _peak(rec: StageRecord) -> float:
+    return max(e["peak"] for e in _examples(rec))
+
+
+def _past_full_scale(rec: StageRecord, prev: StageRecord | None, reported: Set[str]) -> Finding | None:
+    peak, name = _peak(rec), rec.name
+    if peak <= SCALE_PEAK:
+        return None
+    return make("audio.scale", "error", name, f"{name} peaks at {peak:.4g}, far beyond full scale 1.0", CHECK,
+                hint="integer samples were not divided by 32768 (or a gain was applied twice)", peak=peak)
+
+
+def _clipped(rec: StageRecord, prev: StageRecord | None, reported: Set[str]) -> Finding | None:
+    ex, name = _examples(rec), rec.name
+    clipped = [i for i, e in enumerate(ex) if e["clipping_fraction"] > CLIP_SHARE]
+    if not clipped or _peak(rec) > SCALE_PEAK:
+        return None
+    return make("audio.clipped", "warning", name, f"examples {clipped} of {name} clip "
+                f"({100 * max(ex[i]['clipping_fraction'] for i in clipped):.2g}% of samples at full scale)",
+                CHECK, hint="lower the gain before this stage or normalise with headroom", examples=clipped)
+
+
+def _dc_offset(rec: StageRecord, prev: StageRecord | None, reported: Set[str]) -> Finding | None:
+    ex, name = _examples(rec), rec.name
+    dc = [i for i, e in enumerate(ex) if abs(e["dc"]) > DC_LIMIT]
+    if not dc:
+        return None
+    return make("audio.dc_offset", "warning", name, f"examples {dc} of {name} carry a DC offset up to "
+                f"{max(abs(ex[i]['dc']) for i in dc):.3f}", CHECK,
+                hint="remove the mean; DC wastes codec capacity and headroom", examples=dc)
+
+
+def _out_of_phase(rec: StageRecord, prev: StageRecord | None, reported: Set[str]) -> Finding | None:
+    """A multi-channel stage whose own mono downmix loses most of its energy."""
+    ex, name = _examples(rec), rec.name
+    if _channels(rec) <= 1:
+        return None
+    anti = [i for i, e in enumerate(ex) if e.get("mono_energy_db") is not None and e["mono_energy_db"] < CANCEL_DB]
+    if not anti:
+        return None
+    return make("audio.channel_cancel", "warning", name, f"examples {anti} of {name} are out of phase "
+                "between channels: their mono downmix loses "
+                f"{-min(ex[i]['mono_energy_db'] for i in anti):.0f} dB", CHECK,
+                hint="the source itself has inverted channels; fix the file or downmix one channel",
+                examples=anti)
+
+
+def _downmix_cancels(rec: StageRecord, prev: StageRecord | None, reported: Set[str]) -> Finding | None:
+    """A multi-channel stage turned mono loses level that a plain (scaled) average would not."""
+    if prev is None or _channels(prev) <= 1 or _channels(rec) != 1:
+        return None
+    name = rec.name
+    _, drop, audible = _level_change(prev, rec)
+    lost = [int(i) for i in np.flatnonzero(audible & (drop > -CANCEL_DB))]
+    if not lost or _is_scaled_downmix(prev, rec, lost):
+        return None  # a downmix that is the channels' average, only quieter, is a scale problem (below)
+    return make("audio.channel_cancel", "error", name,
+                f"the downmix {prev.name} → {name} loses {float(drop[lost].max()):.0f} dB on examples {lost}: "
+                "the channels cancel", CHECK,
+                hint="one channel is inverted (or subtracted) in the channel conversion",
+                examples=lost, drop_db=drop[lost].tolist())
+
+
+def _level_jump(rec: StageRecord, prev: StageRecord | None, reported: Set[str]) -> Finding | None:
+    """The level of audible examples changes a lot between consecutive stages (silence is judged apart)."""
+    if prev is None or "audio.channel_cancel" in reported:
+        return None
+    name = rec.name
+    n, drop, audible = _level_change(prev, rec)
+    now_silent = _rms(rec)[:n] < SILENT_DBFS  # reported as audio.silent
+    jump = [int(i) for i in np.flatnonzero(audible & ~now_silent & (np.abs(drop) > LEVEL_JUMP_DB))]
+    if not jump:
+        return None
+    return make("audio.scale", "error" if np.abs(drop[jump]).max() > 30 else "warning", name,
+                f"level changes by {[round(float(-d), 1) for d in drop[jump]]} dB from {prev.name} to {name} "
+                f"on examples {jump}", CHECK,
+                hint="a gain, normalisation or integer conversion between these stages is wrong",
+                examples=jump, change_db=(-drop[jump]).tolist())
+
+
+def _sample_rate(rec: StageRecord, prev: StageRecord | None, reported: Set[str]) -> Finding | None:
+    """Clips that change duration between stages (a crop aside): the rate is declared wrongly."""
+    if prev is None:
+        return None
+    name = rec.name
+    a, b = _seconds(prev), _seconds(rec)
+    if not a or not b or "crop" in name or name == "audio.cropped":
+        return None
+    ratio = [bb / aa for aa, bb in zip(a, b) if aa > 0]
+    off = [r for r in ratio if abs(r - 1) > 0.01]
+    if not off:
+        return None
+    return make("audio.sample_rate", "error", name,
+                f"clips last {off[0]:.3f}× as long at {name} ({rec.sample_rate} Hz) as at {prev.name} "
+                f"({prev.sample_rate} Hz): the rate is declared wrongly or resampling was skipped",
+                CHECK, hint="pass the file's true rate to the resampler", ratio=off[0])
+
+
+def _silent(rec: StageRecord, prev: StageRecord | None, reported: Set[str]) -> Finding | None:
+    """Examples that fall silent at this stage (silent at the source, or audible at the stage before)."""
+    rms, name = _rms(rec), rec.name
+    silent = [int(i) for i in np.flatnonzero(rms < SILENT_DBFS)]
+    if prev is None:
+        new_silent = silent
+    else:
+        before = _examples(prev)
+        new_silent = [i for i in silent if i < len(before) and before[i]["rms_dbfs"] >= SILENT_DBFS]
+    if not new_silent:
+        return None
+    share = len(silent) / len(rms)
+    return make("audio.silent", "error" if share > 0.5 else "warning", name,
+                f"examples {new_silent} of {name} are silent (RMS {[round(float(rms[i]), 1) for i in new_silent]} dBFS)",
+                CHECK, hint="listen to this stage; " + ("the source files are silent or mis-scaled" if prev is None
+                                                        else f"the sound is lost between {prev.name} and {name}"),
+                examples=new_silent, rms_dbfs=[float(rms[i]) for i in new_silent])
+
+
+#: The rules, in the order they are tried at each stage: (the finding id it makes, the rule). A rule
+#: sees the stage, the audio stage before it (None at the first) and the ids already reported.
+AUDIO_RULES: tuple[tuple[str, Rule], ...] = (
+    ("audio.nonfinite", _nonfinite),
+    ("audio.scale", _past_full_scale),
+    ("audio.clipped", _clipped),
+    ("audio.dc_offset", _dc_offset),
+    ("audio.channel_cancel", _out_of_phase),
+    ("audio.channel_cancel", _downmix_cancels),
+    ("audio.scale", _level_jump),
+    ("audio.sample_rate", _sample_rate),
+    ("audio.silent", _silent),
+)
+
+
+def judge_audio(trace: Trace) -> list[Finding]:
+    """Every audio stage of the data route in order, each rule against the stage before it; each
+    finding id once, at the first stage that shows it."""
     stages = [r for r in trace if r.kind == "audio" and r.name.split("#")[0] not in OUTPUT_STAGES]
     out: list[Finding] = []
     reported: set[str] = set()
-
-    def once(fid: str) -> bool:
-        if fid in reported:
-            return False
-        reported.add(fid)
-        return True
-
     prev: StageRecord | None = None
     for rec in stages:
-        ex = _examples(rec)
-        if not ex:
+        if not _examples(rec):
             continue
-        rms = np.array([e["rms_dbfs"] for e in ex])
-        name = rec.name
-        nonfinite = [i for i, e in enumerate(ex) if e["nonfinite_fraction"] > 0]
-        if nonfinite and once("audio.nonfinite"):
-            out.append(make("audio.nonfinite", "error", name, f"examples {nonfinite} of {name} hold NaN or inf samples "
-                            f"(up to {100 * max(ex[i]['nonfinite_fraction'] for i in nonfinite):.2g}% of samples)", CHECK,
-                            hint="find the file or transform that produced them; one NaN sample poisons the loss",
-                            examples=nonfinite))
-        peak = max(e["peak"] for e in ex)
-        if peak > SCALE_PEAK and once("audio.scale"):
-            out.append(make("audio.scale", "error", name, f"{name} peaks at {peak:.4g}, far beyond full scale 1.0", CHECK,
-                            hint="integer samples were not divided by 32768 (or a gain was applied twice)", peak=peak))
-        clipped = [i for i, e in enumerate(ex) if e["clipping_fraction"] > CLIP_SHARE]
-        if clipped and peak <= SCALE_PEAK and once("audio.clipped"):
-            out.append(make("audio.clipped", "warning", name, f"examples {clipped} of {name} clip "
-                            f"({100 * max(ex[i]['clipping_fraction'] for i in clipped):.2g}% of samples at full scale)",
-                            CHECK, hint="lower the gain before this stage or normalise with headroom", examples=clipped))
-        dc = [i for i, e in enumerate(ex) if abs(e["dc"]) > DC_LIMIT]
-        if dc and once("audio.dc_offset"):
-            out.append(make("audio.dc_offset", "warning", name, f"examples {dc} of {name} carry a DC offset up to "
-                            f"{max(abs(ex[i]['dc']) for i in dc):.3f}", CHECK,
-                            hint="remove the mean; DC wastes codec capacity and headroom", examples=dc))
-        channels = rec.shape[1] if len(rec.shape) == 3 else 1
-        if channels > 1:
-            anti = [i for i, e in enumerate(ex) if e.get("mono_energy_db") is not None and e["mono_energy_db"] < CANCEL_DB]
-            if anti and once("audio.channel_cancel"):
-                out.append(make("audio.channel_cancel", "warning", name, f"examples {anti} of {name} are out of phase "
-                                "between channels: their mono downmix loses "
-                                f"{-min(ex[i]['mono_energy_db'] for i in anti):.0f} dB", CHECK,
-                                hint="the source itself has inverted channels; fix the file or downmix one channel",
-                                examples=anti))
-        if prev is not None:
-            prev_rms = np.array([e["rms_dbfs"] for e in _examples(prev)])
-            n = min(len(prev_rms), len(rms))
-            drop = prev_rms[:n] - rms[:n]
-            prev_ch = prev.shape[1] if len(prev.shape) == 3 else 1
-            audible = prev_rms[:n] > SILENT_DBFS
-            lost = [int(i) for i in np.flatnonzero(audible & (drop > -CANCEL_DB))]
-            if prev_ch > 1 and channels == 1 and lost and _is_scaled_downmix(prev, rec, lost):
-                lost = []  # the downmix is the channels' average, only quieter: a scale problem (below)
-            if prev_ch > 1 and channels == 1 and lost and once("audio.channel_cancel"):
-                out.append(make("audio.channel_cancel", "error", name,
-                                f"the downmix {prev.name} → {name} loses {float(drop[lost].max()):.0f} dB on examples {lost}: "
-                                "the channels cancel", CHECK,
-                                hint="one channel is inverted (or subtracted) in the channel conversion",
-                                examples=lost, drop_db=drop[lost].tolist()))
-            now_silent = rms[:n] < SILENT_DBFS  # reported as audio.silent below
-            jump = [int(i) for i in np.flatnonzero(audible & ~now_silent & (np.abs(drop) > LEVEL_JUMP_DB))]
-            if jump and "audio.channel_cancel" not in reported and once("audio.scale"):
-                out.append(make("audio.scale", "error" if np.abs(drop[jump]).max() > 30 else "warning", name,
-                                f"level changes by {[round(float(-d), 1) for d in drop[jump]]} dB from {prev.name} to {name} "
-                                f"on examples {jump}", CHECK,
-                                hint="a gain, normalisation or integer conversion between these stages is wrong",
-                                examples=jump, change_db=(-drop[jump]).tolist()))
-            a, b = _seconds(prev), _seconds(rec)
-            if a and b and "crop" not in name and name != "audio.cropped":
-                ratio = [bb / aa for aa, bb in zip(a, b) if aa > 0]
-                off = [r for r in ratio if abs(r - 1) > 0.01]
-                if off and once("audio.sample_rate"):
-                    out.append(make("audio.sample_rate", "error", name,
-                                    f"clips last {off[0]:.3f}× as long at {name} ({rec.sample_rate} Hz) as at {prev.name} "
-                                    f"({prev.sample_rate} Hz): the rate is declared wrongly or resampling was skipped",
-                                    CHECK, hint="pass the file's true rate to the resampler", ratio=off[0]))
-        silent = [int(i) for i in np.flatnonzero(rms < SILENT_DBFS)]
-        new_silent = silent if prev is None else [i for i in silent if i < len(_examples(prev)) and _examples(prev)[i]["rms_dbfs"] >= SILENT_DBFS]
-        if new_silent and once("audio.silent"):
-            share = len(silent) / len(rms)
-            out.append(make("audio.silent", "error" if share > 0.5 else "warning", name,
-                            f"examples {new_silent} of {name} are silent (RMS {[round(float(rms[i]), 1) for i in new_silent]} dBFS)",
-                            CHECK, hint="listen to this stage; " + ("the source files are silent or mis-scaled" if prev is None
-                                                                    else f"the sound is lost between {prev.name} and {name}"),
-                            examples=new_silent, rms_dbfs=[float(rms[i]) for i in new_silent]))
+        for fid, rule in AUDIO_RULES:
+            if fid in reported:
+                continue
+            finding = rule(rec, prev, reported)
+            if finding is not None:
+                out.append(finding)
+                reported.add(fid)
         prev = rec
     return out

@@ -19,13 +19,13 @@ from ._util import (
 )
 from .base import make
 
-__all__ = ["check_batch_sizes", "check_shapes", "check_initial_loss", "check_masks", "check_targets", "DATA_CHECKS"]
+__all__ = ["judge_batch_sizes", "judge_shapes", "judge_initial_loss", "judge_masks", "judge_targets", "DATA_CHECKS"]
 
 CHECK = "checks.data"
 MAX_SHIFT = 3
 
 
-def check_batch_sizes(trace: Trace) -> list[Finding]:
+def judge_batch_sizes(trace: Trace) -> list[Finding]:
     """Audio, captions and metadata must describe the same number of examples."""
     sizes = {n: trace[n].shape[0] for n in ("audio.original", "caption", "metadata") if n in trace and trace[n].shape}
     if len(set(sizes.values())) <= 1:
@@ -39,7 +39,7 @@ def check_batch_sizes(trace: Trace) -> list[Finding]:
                       "decode that was skipped for one list only)", sizes=sizes)]
 
 
-def check_shapes(trace: Trace) -> list[Finding]:
+def judge_shapes(trace: Trace) -> list[Finding]:
     """Logits, targets and the loss mask must describe the same positions, in whatever layout the
     pipeline uses ([B, K, T] or HF's [B, T, K] targets; [B, K, T, V] or [B*K, T, V] logits)."""
     out: list[Finding] = []
@@ -64,7 +64,7 @@ def check_shapes(trace: Trace) -> list[Finding]:
     return out
 
 
-def check_initial_loss(trace: Trace) -> list[Finding]:
+def judge_initial_loss(trace: Trace) -> list[Finding]:
     """A fresh model's cross-entropy should sit near ln(cardinality) for every codebook."""
     loss = trace.get("loss")
     logits = trace.get("logits")
@@ -93,7 +93,7 @@ def check_initial_loss(trace: Trace) -> list[Finding]:
                  per_codebook=values, expected=expected, cardinality=card)]
 
 
-def check_masks(trace: Trace) -> list[Finding]:
+def judge_masks(trace: Trace) -> list[Finding]:
     """The loss must keep real frames (mask.empty) and only real frames (mask.padding_trained).
 
     The padding mask lives in frame time; a loss mask over a delay pattern lives in pattern time,
@@ -137,7 +137,7 @@ def check_masks(trace: Trace) -> list[Finding]:
     return out
 
 
-def check_targets(trace: Trace) -> list[Finding]:
+def judge_targets(trace: Trace) -> list[Finding]:
     """Targets must be codes of the audio, aligned with the logits, and carry information.
 
     Targets may hold an ignore index where the loss excludes them, and may live in the delay
@@ -164,7 +164,7 @@ def check_targets(trace: Trace) -> list[Finding]:
                             count=bad, cardinality=card, ignore_index=view.ignore_index))
     valid = targets[mask]
     if valid.size == 0:
-        return out  # an empty loss mask is reported by check_masks; nothing to align here
+        return out  # an empty loss mask is reported by judge_masks; nothing to align here
     per_k = [np.unique(targets[:, k][mask[:, k]]) for k in range(targets.shape[1])]
     if all(u.size <= 1 for u in per_k):
         values = [int(u[0]) for u in per_k if u.size]
@@ -227,4 +227,4 @@ def check_targets(trace: Trace) -> list[Finding]:
     return out
 
 
-DATA_CHECKS = (check_batch_sizes, check_shapes, check_initial_loss, check_masks, check_targets)
+DATA_CHECKS = (judge_batch_sizes, judge_shapes, judge_initial_loss, judge_masks, judge_targets)

@@ -1,4 +1,4 @@
-"""Checks on the crop and the codec tokens of one recorded step."""
+"""Judges of the crop and the codec tokens of one recorded step."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from ..trace import Trace
 from ._util import as_bool_mask, value
 from .base import make
 
-__all__ = ["check_crop", "check_tokens", "TOKEN_CHECKS"]
+__all__ = ["judge_crop", "judge_tokens", "TOKEN_CHECKS"]
 
 CHECK = "checks.tokens"
 SILENCE_DOMINANT = 0.5  # share of valid frames that are one and the same code pattern
 
 
-def check_crop(trace: Trace) -> list[Finding]:
+def judge_crop(trace: Trace) -> list[Finding]:
     """Crops must lie inside the clip, and inside its real (unpadded) part when the clip allows it."""
     crop = value(trace, "crop")
     rec = trace.get("crop")
@@ -51,7 +51,7 @@ def check_crop(trace: Trace) -> list[Finding]:
     return out
 
 
-def check_tokens(trace: Trace) -> list[Finding]:
+def judge_tokens(trace: Trace) -> list[Finding]:
     """Tokens must be valid ids, and not mostly one code pattern (the codec's picture of silence)."""
     tokens = value(trace, "tokens")
     rec = trace.get("tokens")
@@ -85,4 +85,4 @@ def check_tokens(trace: Trace) -> list[Finding]:
     return out
 
 
-TOKEN_CHECKS = (check_crop, check_tokens)
+TOKEN_CHECKS = (judge_crop, judge_tokens)

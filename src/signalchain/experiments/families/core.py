@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from ...checks.audio import check_audio
+from ...checks.audio import judge_audio
 from ...checks.base import run_check
 from ...checks.data import DATA_CHECKS
-from ...checks.gradients import judge_gradients, judge_update
 from ...checks.inputs import judge_target_leak
-from ...checks.stale import judge_loader, judge_predictions, judge_token_audio
-from ...checks.tokens import TOKEN_CHECKS
-from ...checks.training import (
+from ...checks.loader import judge_loader
+from ...checks.optimisation.curves import (
     judge_curve_stability,
     judge_overfit,
     judge_sweep,
     needs_refit,
     sweep_summary,
 )
+from ...checks.optimisation.gradients import judge_gradients, judge_update
+from ...checks.optimisation.predictions import judge_predictions
+from ...checks.token_audio import judge_token_audio
+from ...checks.tokens import TOKEN_CHECKS
 from ...findings import Finding
 from ...pipeline import capabilities, missing_capability
 from ..context import Context
@@ -32,7 +34,7 @@ __all__: list[str] = []
 
 @family("audio", "Audio at every stage: silence, clipping, scale, channels, rate")
 def audio_family(ctx: Context) -> list[Finding]:
-    return run_check("checks.audio", check_audio, ctx.golden().trace)
+    return run_check("checks.audio", judge_audio, ctx.golden().trace)
 
 
 @family("data", "Data path: batch, crop, tokens, masks, targets, loader, token/audio agreement")

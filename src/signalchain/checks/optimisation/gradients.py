@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ..findings import Finding
-from ..records.optimisation import GradientMeasurement, GraphBreak, ParamGrad, UpdateMeasurement
-from .base import make
+from ...findings import Finding
+from ...records.optimisation import GradientMeasurement, GraphBreak, ParamGrad, UpdateMeasurement
+from ..base import make
 
 __all__ = ["judge_gradients", "judge_update"]
 

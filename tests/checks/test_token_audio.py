@@ -3,7 +3,7 @@ decode and audio is the chance level; the pairings that beat every wrong one sho
 
 import numpy as np
 
-from signalchain.checks.stale import judge_loader, judge_token_audio, resolution
+from signalchain.checks.token_audio import judge_token_audio, resolution
 
 
 def measured(sims, best=None, best_sims=None):
@@ -69,15 +69,3 @@ def test_a_reordering_that_wins_by_noise_on_a_poor_codec_is_not_a_codebook_order
     np.fill_diagonal(noise, np.diag(given) + 0.25)
     f = judge_token_audio(measured(given, best=[1, 0, 2, 3], best_sims=noise))
     assert "tokens.codebook_order" not in [i for i, _ in ids(f)]
-
-
-def test_repeats_are_judged_against_what_the_split_can_show():
-    batches = [{"batch": str(i), "examples": [f"e{(4 * i + j) % 10}" for j in range(4)]} for i in range(8)]
-    # 10 clips in 32 draws: a small set seen epoch after epoch repeats most draws, whatever the split lists
-    assert ids(judge_loader({"batches": batches, "revisits": [], "train_size": 10})) == [("loader.repeats", "warning")]
-    fresh = [{"batch": str(i), "examples": [f"e{4 * i + j}" for j in range(4)]} for i in range(8)]
-    assert judge_loader({"batches": fresh, "revisits": [], "train_size": 100}) == []
-    f = judge_loader({"batches": batches, "revisits": []})  # size unknown: 10 distinct in 32 draws
-    assert ids(f) == [("loader.repeats", "warning")]
-    cycling = [{"batch": str(i), "examples": [f"e{(4 * i + j) % 3}" for j in range(4)]} for i in range(8)]
-    assert ids(judge_loader({"batches": cycling, "revisits": [], "train_size": 100})) == [("loader.repeats", "warning")]

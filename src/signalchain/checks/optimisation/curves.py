@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..findings import Finding, Severity
-from ..records.optimisation import CurveMeasurement, SweepMeasurement
-from .base import make
+from ...findings import Finding, Severity
+from ...records.optimisation import CurveMeasurement, SweepMeasurement
+from ..base import make
 
 __all__ = ["judge_overfit", "judge_curve_stability", "judge_sweep", "CONNECTIONS", "RATE_IDS", "sweep_summary",
            "needs_refit", "overfit_target"]
