@@ -6,13 +6,13 @@ blamed on the stage where it happens, not on the source.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Set
+from collections.abc import Set
 
 import numpy as np
 
 from ..findings import Finding
 from ..trace import StageRecord, Trace
-from .base import make
+from .base import Rule, make
 
 __all__ = ["judge_audio", "AUDIO_RULES", "SILENT_DBFS", "SCALE_PEAK"]
 
@@ -50,9 +50,6 @@ def _is_scaled_downmix(stereo: StageRecord, mono: StageRecord, examples: list[in
         if denom == 0 or (x @ y) / denom < 0.9:
             return False
     return True
-
-
-Rule = Callable[[StageRecord, "StageRecord | None", Set[str]], "Finding | None"]
 
 
 def _channels(rec: StageRecord) -> int:
@@ -198,18 +195,18 @@ def _silent(rec: StageRecord, prev: StageRecord | None, reported: Set[str]) -> F
                 examples=new_silent, rms_dbfs=[float(rms[i]) for i in new_silent])
 
 
-#: The rules, in the order they are tried at each stage: (the finding id it makes, the rule). A rule
-#: sees the stage, the audio stage before it (None at the first) and the ids already reported.
-AUDIO_RULES: tuple[tuple[str, Rule], ...] = (
-    ("audio.nonfinite", _nonfinite),
-    ("audio.scale", _past_full_scale),
-    ("audio.clipped", _clipped),
-    ("audio.dc_offset", _dc_offset),
-    ("audio.channel_cancel", _out_of_phase),
-    ("audio.channel_cancel", _downmix_cancels),
-    ("audio.scale", _level_jump),
-    ("audio.sample_rate", _sample_rate),
-    ("audio.silent", _silent),
+#: The rules, in the order they are tried at each stage. A rule sees the stage, the audio stage
+#: before it (None at the first) and the ids already reported, and makes at most one finding.
+AUDIO_RULES: tuple[Rule, ...] = (
+    Rule(("audio.nonfinite",), _nonfinite),
+    Rule(("audio.scale",), _past_full_scale),
+    Rule(("audio.clipped",), _clipped),
+    Rule(("audio.dc_offset",), _dc_offset),
+    Rule(("audio.channel_cancel",), _out_of_phase),
+    Rule(("audio.channel_cancel",), _downmix_cancels),
+    Rule(("audio.scale",), _level_jump),
+    Rule(("audio.sample_rate",), _sample_rate),
+    Rule(("audio.silent",), _silent),
 )
 
 
@@ -223,10 +220,11 @@ def judge_audio(trace: Trace) -> list[Finding]:
     for rec in stages:
         if not _examples(rec):
             continue
-        for fid, rule in AUDIO_RULES:
+        for rule in AUDIO_RULES:
+            (fid,) = rule.ids
             if fid in reported:
                 continue
-            finding = rule(rec, prev, reported)
+            finding = rule.fn(rec, prev, reported)
             if finding is not None:
                 out.append(finding)
                 reported.add(fid)

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..findings import Finding, Severity, check_failed
 
-__all__ = ["make", "run_check", "first_stage"]
+__all__ = ["make", "run_check", "first_stage", "Rule"]
+
+
+class Rule(NamedTuple):
+    """One row of a judge's rules table: the finding ids the rule can make, the function that makes
+    them, and whether the judge stops once it has fired (what follows would only repeat it)."""
+
+    ids: tuple[str, ...]
+    fn: Callable[..., Any]
+    final: bool = False
 
 
 def make(id: str, severity: str | Severity, stage: str | None, message: str, check: str,

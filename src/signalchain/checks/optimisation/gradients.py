@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 from ...findings import Finding
 from ...records.optimisation import GradientMeasurement, GraphBreak, ParamGrad, UpdateMeasurement
-from ..base import make
+from ..base import Rule, make
 
-__all__ = ["judge_gradients", "judge_update"]
+__all__ = ["judge_gradients", "judge_update", "GRADIENT_RULES", "codec_parameters"]
 
 CHECK = "checks.gradients"
 #: Above this share of the model (the codec and parameters that never run not counted) frozen is a
@@ -138,86 +139,163 @@ def _frozen(r: GradientMeasurement, frozen: list[ParamGrad]) -> list[Finding]:
     return out
 
 
+@dataclass(frozen=True)
+class _Step:
+    """What every gradient rule reads: the measurement, its trainable and frozen parameters, and
+    whether an empty loss mask (already found) explains zero gradients downstream."""
+
+    r: GradientMeasurement
+    trainable: list[ParamGrad]
+    frozen: list[ParamGrad]
+    empty_mask: bool
+
+
+def _all_frozen(s: _Step) -> list[Finding]:
+    if s.trainable:
+        return []
+    return [make("optim.param_frozen", "error", "model", f"all {len(s.r.params)} parameters have requires_grad=False",
+                 CHECK, hint="nothing can learn: find where requires_grad_(False) or a freeze helper is applied",
+                 parameters=len(s.r.params))]
+
+
+def _frozen_share(s: _Step) -> list[Finding]:
+    return _frozen(s.r, s.frozen)
+
+
+def _codec_left_trainable(s: _Step) -> list[Finding]:
+    return _codec_trained(s.r)
+
+
+def _not_in_optimizer(s: _Step) -> list[Finding]:
+    missing_opt = [q for q in s.trainable if not q.in_optimizer]
+    if not missing_opt:
+        return []
+    return [make("optim.param_not_in_optimizer", "error", "optimizer",
+                 f"{len(missing_opt)} trainable parameters ({sum(q.numel for q in missing_opt):,} values) in "
+                 f"{', '.join(_modules(missing_opt))} are in no optimizer group", CHECK,
+                 hint="build the optimizer from model.parameters() after the model is final (moved, replaced, "
+                      "wrapped); check every parameter group", parameters=[q.name for q in missing_opt][:20])]
+
+
+def _made_leaf(r: GradientMeasurement) -> bool:
+    """A loss without autograd history that requires grad: made a leaf by hand."""
+    return not r.loss_requires_grad and r.loss_is_tensor and bool(r.stage_requires_grad.get("loss"))
+
+
+def _loss_made_leaf(s: _Step) -> list[Finding]:
+    # A leaf that requires grad was made so by hand: whatever cut the graph (a logged break says
+    # where), the requires_grad_() is what hides it.
+    r = s.r
+    if not _made_leaf(r):
+        return []
+    leaf = make("loss.independent_of_output", "error", "loss",
+                "the loss requires grad but has no autograd history: it was made a leaf by hand "
+                "(requires_grad_()) instead of being computed from the model's outputs"
+                + (f"; the graph was lost at {r.breaks[0].location}" if r.breaks else ""), CHECK,
+                hint="a requires_grad_() or torch.tensor(loss_value, requires_grad=True) hides that the "
+                     "loss is not computed from the logits; find which tensor the loss is built from")
+    cut = [_break_finding(r.breaks[0], s.trainable, "loss")] if r.breaks else []
+    return [leaf] + cut
+
+
+def _loss_without_graph(s: _Step) -> list[Finding]:
+    """The first model stage that lost its graph is where the cut shows; a logged break names the op."""
+    r = s.r
+    if r.loss_requires_grad or _made_leaf(r):
+        return []
+    graph = [n for n, g in r.stage_requires_grad.items() if g]
+    lost = next((n for n in ("condition.embedding", "logits", "loss") if r.stage_requires_grad.get(n) is False), "loss")
+    brk = next((b for b in r.breaks if b.stage == lost), r.breaks[0] if r.breaks else None)
+    if brk is not None:
+        return [_break_finding(brk, s.trainable, lost)]
+    fid = "grad.detached" if lost != "loss" or graph else "loss.independent_of_output"
+    return [make(fid, "error", lost,
+                 f"the loss has no autograd graph ({'not a tensor' if not r.loss_is_tensor else 'requires_grad is False'}); "
+                 f"the first model stage without a graph is {lost!r}", CHECK,
+                 hint="the loss must be computed from the model's outputs inside the graph; look for "
+                      "detach(), .item(), torch.no_grad() or a loss rebuilt from plain numbers",
+                 stage_requires_grad=r.stage_requires_grad)]
+
+
+def _logits_do_not_reach_loss(s: _Step) -> list[Finding]:
+    r = s.r
+    if not r.loss_requires_grad or r.loss_depends_on_logits is not False or s.empty_mask:
+        return []  # an empty loss mask zeroes every gradient; mask.empty already says so
+    what = {"graph": " (nor to the op that produced them, whichever view of them the loss took)",
+            "detached": " (nor to the module output the returned, detached logits were copied from)"}
+    return [make("loss.independent_of_output", "error", "loss",
+                 "the loss has a graph but no non-zero gradient reaches the logits"
+                 f"{what.get(r.depends_via or '', '')}: the model's output does not influence the loss", CHECK,
+                 hint="check which tensor goes into the loss (targets twice, a one-hot, a detached copy, a "
+                      "requires_grad_() added to silence an error)", via=r.depends_via)]
+
+
+def _used_without_gradient(s: _Step) -> list[Finding]:
+    """Parameters that run in the forward pass but get no gradient: cut by the first logged break
+    after their last use (any logged break otherwise), else unexplained."""
+    cut = [q for q in s.trainable if q.grad == "none" and q.used]
+    if not cut:
+        return []
+    last = max(q.last_forward for q in cut)
+    after = [b for b in s.r.breaks if b.order > last] or s.r.breaks
+    if after:
+        return [_break_finding(after[0], cut, "grad")]
+    return [make("grad.missing", "error", "grad",
+                 f"{len(cut)} parameters in {', '.join(_modules(cut))} run in the forward pass but receive "
+                 "no gradient", CHECK, hint="their output does not reach the loss; follow it forward",
+                 parameters=[q.name for q in cut][:20])]
+
+
+def _never_used(s: _Step) -> list[Finding]:
+    unused = [q for q in s.trainable if q.grad == "none" and not q.used]
+    if not unused:
+        return []
+    return [make("grad.missing", "warning", "grad",
+                 f"{len(unused)} trainable parameters in {', '.join(_modules(unused))} are never used in the "
+                 "forward pass", CHECK, hint="dead modules: remove them, or wire them in if they should work",
+                 parameters=[q.name for q in unused][:20])]
+
+
+def _exactly_zero(s: _Step) -> list[Finding]:
+    zero = [q for q in s.trainable if q.grad == "zero"]
+    if not zero or s.empty_mask:
+        return []
+    share = sum(q.numel for q in zero) / max(sum(q.numel for q in s.trainable), 1)
+    return [make("grad.zero", "error" if share > 0.5 else "warning", "grad",
+                 f"{len(zero)} parameters ({100 * share:.1f}% of trainable values) in {', '.join(_modules(zero))} "
+                 "get a gradient that is exactly zero", CHECK,
+                 hint="a multiplication by zero, a rounding op, or a saturated activation stops the signal",
+                 parameters=[q.name for q in zero][:20], share=share)]
+
+
+_BREAK_IDS = ("grad.detached", "dtype.path_broken")
+#: The rules in the order the judge runs them; a final rule that fires ends the judging (without a
+#: trainable parameter, or without a loss graph, nothing downstream can be judged).
+GRADIENT_RULES: tuple[Rule, ...] = (
+    Rule(("optim.param_frozen",), _all_frozen, final=True),
+    Rule(("optim.param_frozen",), _frozen_share),
+    Rule(("codec.trained",), _codec_left_trainable),
+    Rule(("optim.param_not_in_optimizer",), _not_in_optimizer),
+    Rule(("loss.independent_of_output", *_BREAK_IDS), _loss_made_leaf, final=True),
+    Rule((*_BREAK_IDS, "loss.independent_of_output"), _loss_without_graph, final=True),
+    Rule(("loss.independent_of_output",), _logits_do_not_reach_loss),
+    Rule((*_BREAK_IDS, "grad.missing"), _used_without_gradient),
+    Rule(("grad.missing",), _never_used),
+    Rule(("grad.zero",), _exactly_zero),
+)
+
+
 def judge_gradients(r: GradientMeasurement, prior: list[Finding] | None = None) -> list[Finding]:
     """`prior`: findings already made; an empty loss mask explains zero gradients downstream."""
-    empty_mask = any(f.id == "mask.empty" and f.severity.value == "error" for f in prior or [])
+    step = _Step(r, trainable=[q for q in r.params if q.requires_grad],
+                 frozen=[q for q in r.params if not q.requires_grad],
+                 empty_mask=any(f.id == "mask.empty" and f.severity.value == "error" for f in prior or []))
     out: list[Finding] = []
-    trainable = [q for q in r.params if q.requires_grad]
-    frozen = [q for q in r.params if not q.requires_grad]
-    if not trainable:
-        return [make("optim.param_frozen", "error", "model", f"all {len(r.params)} parameters have requires_grad=False",
-                     CHECK, hint="nothing can learn: find where requires_grad_(False) or a freeze helper is applied",
-                     parameters=len(r.params))]
-    out += _frozen(r, frozen) + _codec_trained(r)
-    missing_opt = [q for q in trainable if not q.in_optimizer]
-    if missing_opt:
-        out.append(make("optim.param_not_in_optimizer", "error", "optimizer",
-                        f"{len(missing_opt)} trainable parameters ({sum(q.numel for q in missing_opt):,} values) in "
-                        f"{', '.join(_modules(missing_opt))} are in no optimizer group", CHECK,
-                        hint="build the optimizer from model.parameters() after the model is final (moved, replaced, "
-                             "wrapped); check every parameter group", parameters=[q.name for q in missing_opt][:20]))
-    if not r.loss_requires_grad:
-        if r.loss_is_tensor and r.stage_requires_grad.get("loss"):
-            # A leaf that requires grad was made so by hand: whatever cut the graph (a logged break
-            # says where), the requires_grad_() is what hides it.
-            leaf = make("loss.independent_of_output", "error", "loss",
-                        "the loss requires grad but has no autograd history: it was made a leaf by hand "
-                        "(requires_grad_()) instead of being computed from the model's outputs"
-                        + (f"; the graph was lost at {r.breaks[0].location}" if r.breaks else ""), CHECK,
-                        hint="a requires_grad_() or torch.tensor(loss_value, requires_grad=True) hides that the "
-                             "loss is not computed from the logits; find which tensor the loss is built from")
-            cut = [_break_finding(r.breaks[0], trainable, "loss")] if r.breaks else []
-            return out + [leaf] + cut
-        # The first model stage that lost its graph is where the cut shows; a logged break names the op.
-        graph = [n for n, g in r.stage_requires_grad.items() if g]
-        lost = next((n for n in ("condition.embedding", "logits", "loss") if r.stage_requires_grad.get(n) is False), "loss")
-        brk = next((b for b in r.breaks if b.stage == lost), r.breaks[0] if r.breaks else None)
-        if brk is not None:
-            return out + [_break_finding(brk, trainable, lost)]
-        fid = "grad.detached" if lost != "loss" or graph else "loss.independent_of_output"
-        return out + [make(fid, "error", lost,
-                           f"the loss has no autograd graph ({'not a tensor' if not r.loss_is_tensor else 'requires_grad is False'}); "
-                           f"the first model stage without a graph is {lost!r}", CHECK,
-                           hint="the loss must be computed from the model's outputs inside the graph; look for "
-                                "detach(), .item(), torch.no_grad() or a loss rebuilt from plain numbers",
-                           stage_requires_grad=r.stage_requires_grad)]
-    if r.loss_depends_on_logits is False and empty_mask:
-        pass  # an empty loss mask zeroes every gradient; mask.empty already says so
-    elif r.loss_depends_on_logits is False:
-        what = {"graph": " (nor to the op that produced them, whichever view of them the loss took)",
-                "detached": " (nor to the module output the returned, detached logits were copied from)"}
-        out.append(make("loss.independent_of_output", "error", "loss",
-                        "the loss has a graph but no non-zero gradient reaches the logits"
-                        f"{what.get(r.depends_via or '', '')}: the model's output does not influence the loss", CHECK,
-                        hint="check which tensor goes into the loss (targets twice, a one-hot, a detached copy, a "
-                             "requires_grad_() added to silence an error)", via=r.depends_via))
-    missing = [q for q in trainable if q.grad == "none"]
-    if missing:
-        unused = [q for q in missing if not q.used]
-        cut = [q for q in missing if q.used]
-        if cut:
-            last = max(q.last_forward for q in cut)
-            after = [b for b in r.breaks if b.order > last] or r.breaks
-            if after:
-                out.append(_break_finding(after[0], cut, "grad"))
-            else:
-                out.append(make("grad.missing", "error", "grad",
-                                f"{len(cut)} parameters in {', '.join(_modules(cut))} run in the forward pass but receive "
-                                "no gradient", CHECK, hint="their output does not reach the loss; follow it forward",
-                                parameters=[q.name for q in cut][:20]))
-        if unused:
-            out.append(make("grad.missing", "warning", "grad",
-                            f"{len(unused)} trainable parameters in {', '.join(_modules(unused))} are never used in the "
-                            "forward pass", CHECK, hint="dead modules: remove them, or wire them in if they should work",
-                            parameters=[q.name for q in unused][:20]))
-    zero = [q for q in trainable if q.grad == "zero"]
-    if zero and not empty_mask:
-        share = sum(q.numel for q in zero) / max(sum(q.numel for q in trainable), 1)
-        out.append(make("grad.zero", "error" if share > 0.5 else "warning", "grad",
-                        f"{len(zero)} parameters ({100 * share:.1f}% of trainable values) in {', '.join(_modules(zero))} "
-                        "get a gradient that is exactly zero", CHECK,
-                        hint="a multiplication by zero, a rounding op, or a saturated activation stops the signal",
-                        parameters=[q.name for q in zero][:20], share=share))
+    for rule in GRADIENT_RULES:
+        found = rule.fn(step)
+        out += found
+        if found and rule.final:
+            break
     return out
 
 
