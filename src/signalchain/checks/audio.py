@@ -84,7 +84,7 @@ def _peak(rec: StageRecord) -> float:
 
 def _past_full_scale(rec: StageRecord, prev: StageRecord | None, reported: Set[str]) -> Finding | None:
     peak, name = _peak(rec), rec.name
-    if peak <= SCALE_PEAK:
+    if not peak > SCALE_PEAK:  # NaN peaks too: as before, only a peak past full scale
         return None
     return make("audio.scale", "error", name, f"{name} peaks at {peak:.4g}, far beyond full scale 1.0", CHECK,
                 hint="integer samples were not divided by 32768 (or a gain was applied twice)", peak=peak)
@@ -93,7 +93,7 @@ def _past_full_scale(rec: StageRecord, prev: StageRecord | None, reported: Set[s
 def _clipped(rec: StageRecord, prev: StageRecord | None, reported: Set[str]) -> Finding | None:
     ex, name = _examples(rec), rec.name
     clipped = [i for i, e in enumerate(ex) if e["clipping_fraction"] > CLIP_SHARE]
-    if not clipped or _peak(rec) > SCALE_PEAK:
+    if not (clipped and _peak(rec) <= SCALE_PEAK):
         return None
     return make("audio.clipped", "warning", name, f"examples {clipped} of {name} clip "
                 f"({100 * max(ex[i]['clipping_fraction'] for i in clipped):.2g}% of samples at full scale)",

@@ -9,14 +9,14 @@ file-level judge also serves `signalchain listen` on any audio file.
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 from ..findings import Finding
 from ..records.output import DecoderProbe, FileMeasurement, RouteMeasurement
 from ..stats import SILENCE_DBFS
-from .base import make
+from .base import Rule, make
 
-__all__ = ["judge_file", "judge_route", "judge_decoder",
-           "LOW_BIT_SUBTYPES"]
+__all__ = ["judge_file", "judge_route", "judge_decoder", "FILE_RULES", "LOW_BIT_SUBTYPES"]
 
 CHECK = "checks.output"
 LOW_BIT_SUBTYPES = {"PCM_U8": 8, "PCM_S8": 8, "ULAW": 8, "ALAW": 8, "IMA_ADPCM": 4, "MS_ADPCM": 4, "DWVW_12": 12,
@@ -26,76 +26,152 @@ CLIP_SHARE = 0.01
 FAR_SHARE = 0.5  # share of a one-frame change that the decoder puts far from that frame
 
 
+class _Expect(NamedTuple):
+    """What the file is judged against: the rate and subtype it should have, the stage it stands
+    for, and the level of the decoded audio it was written from (None: a file on its own)."""
+
+    rate: int | None
+    subtype: str | None
+    stage: str
+    decoded_dbfs: float | None
+
+
+def _ev(f: FileMeasurement) -> dict[str, object]:
+    return {"path": f.path, "sample_rate": f.sample_rate, "subtype": f.subtype}
+
+
+def _unreadable(f: FileMeasurement, x: _Expect) -> list[Finding]:
+    if f.error is None:
+        return []
+    return [make("file.unreadable", "error", x.stage, f"{f.path}: {f.error}", CHECK,
+                 hint="the file is damaged or not audio; rewrite it", path=f.path)]
+
+
+def _garbage_header(f: FileMeasurement, x: _Expect) -> list[Finding]:
+    """Samples that are no audio as read (NaN/inf, absurd peaks, denormals): the header lies."""
+    s = f.stats
+    if not (s.get("nonfinite_fraction", 0) > 0 or s.get("peak", 0) > 100 or f.denormal_share > 0.1):
+        return []
+    alt = f.reread or {}
+    return [make("output.header", "error", x.stage,
+                 f"{f.path}: read as {f.subtype} the samples are garbage ({100 * s.get('nonfinite_fraction', 0):.0f}% "
+                 f"NaN/inf, peak {s.get('peak', 0):.3g}, {100 * f.denormal_share:.0f}% denormal)"
+                 + (f"; the same bytes read as {alt['as']} are plausible audio at {alt['rms_dbfs']:.1f} dBFS"
+                    if alt.get("plausible") else ""), CHECK,
+                 hint="the header's format/bit depth does not describe the data chunk: write files with "
+                      "soundfile (sf.write(..., subtype=...)) instead of a hand-built header", reread=alt, **_ev(f))]
+
+
+def _silent(f: FileMeasurement, x: _Expect) -> list[Finding]:
+    s, d = f.stats, x.decoded_dbfs
+    rms = s.get("rms_dbfs", -120.0)
+    upstream_silent = d is not None and d < SILENCE_DBFS  # lost before the file
+    if not (rms < SILENCE_DBFS and not upstream_silent):
+        return []
+    lost = f" (the audio before writing was at {d:.1f} dBFS)" if d is not None else ""
+    return [make("output.silent", "error", x.stage, f"{f.path} is silent: RMS {rms:.1f} dBFS, peak "
+                 f"{s.get('peak_dbfs', -120):.1f} dBFS{lost}", CHECK,
+                 hint="listen to the stages before the file; if they are audible, the scale before writing "
+                      "is wrong (a float divided by 32768, or int16 values written as float)", rms_dbfs=rms, **_ev(f))]
+
+
+def _scaled(f: FileMeasurement, x: _Expect) -> list[Finding]:
+    """Far quieter than the decoded audio it came from; on its own, a file that peaks barely audible."""
+    s, d = f.stats, x.decoded_dbfs
+    rms = s.get("rms_dbfs", -120.0)
+    if d is not None and d > SILENCE_DBFS and d - rms > SCALED_DB:
+        return [make("output.scaled", "error", x.stage,
+                     f"{f.path} is {d - rms:.0f} dB quieter than the decoded audio it was written from "
+                     f"({rms:.1f} vs {d:.1f} dBFS RMS)", CHECK,
+                     hint="float audio goes to the writer in [-1, 1]; it converts to the file's integer format "
+                          "itself, so do not divide (or multiply) by 32768 first", drop_db=d - rms, **_ev(f))]
+    if d is None and rms >= SILENCE_DBFS and s.get("peak_dbfs", 0.0) < -SCALED_DB:
+        return [make("output.scaled", "warning", x.stage,
+                     f"{f.path} peaks at {s['peak_dbfs']:.1f} dBFS: barely audible at normal playback volume", CHECK,
+                     hint="check the gain before writing (a division by 32768 too many, or a missing "
+                          "normalisation)", peak_dbfs=s["peak_dbfs"], **_ev(f))]
+    return []
+
+
+def _clipped(f: FileMeasurement, x: _Expect) -> list[Finding]:
+    clip = f.stats.get("clipping_fraction", 0.0)
+    if not clip > CLIP_SHARE:
+        return []
+    return [make("output.clipped", "error", x.stage, f"{f.path}: {100 * clip:.1f}% of samples sit at full scale",
+                 CHECK, hint="values beyond ±1 were clipped by the writer: scale to [-1, 1] (with headroom) "
+                             "before writing, or cast to int16 yourself if you scale to the int16 range",
+                 clipping_fraction=clip, **_ev(f))]
+
+
+def _dc_offset(f: FileMeasurement, x: _Expect) -> list[Finding]:
+    dc = f.stats.get("dc", 0.0)
+    if not abs(dc) > 0.05:
+        return []
+    return [make("audio.dc_offset", "warning", x.stage, f"{f.path} carries a DC offset of {dc:.3f}", CHECK,
+                 hint="remove the mean before writing; DC wastes headroom and thumps on playback", dc=dc, **_ev(f))]
+
+
+def _out_of_phase(f: FileMeasurement, x: _Expect) -> list[Finding]:
+    s = f.stats
+    mono = s.get("mono_energy_db")
+    if not (f.channels > 1 and mono is not None and mono < -10.0):
+        return []
+    return [make("audio.channel_cancel", "warning", x.stage,
+                 f"{f.path}: the channels are out of phase (correlation {s.get('channel_correlation') or 0:.2f}); "
+                 + (f"played in mono the file loses {-mono:.0f} dB" if mono > -100.0 else
+                    "played in mono the channels cancel to silence"), CHECK,
+                 hint="one channel is inverted: flip its sign (or write mono)", mono_energy_db=mono, **_ev(f))]
+
+
+def _sample_rate(f: FileMeasurement, x: _Expect) -> list[Finding]:
+    if x.rate is None or f.sample_rate is None or f.sample_rate == x.rate:
+        return []
+    return [make("output.sample_rate", "error", x.stage,
+                 f"{f.path} says {f.sample_rate} Hz where the audio is at {x.rate} Hz: players run it "
+                 f"{f.sample_rate / x.rate:.2f}× too fast", CHECK,
+                 hint="pass the model's (decoder's) sample rate to the writer, not the dataset's",
+                 expected_rate=x.rate, **_ev(f))]
+
+
+def _subtype(f: FileMeasurement, x: _Expect) -> list[Finding]:
+    """Not the subtype asked for; unasked, a low-bit one that quantises quiet passages."""
+    if x.subtype is not None and f.subtype is not None and f.subtype != x.subtype:
+        return [make("output.subtype", "error", x.stage, f"{f.path} is {f.subtype}, expected {x.subtype}",
+                     CHECK, hint=f"write with subtype={x.subtype!r}", expected_subtype=x.subtype, **_ev(f))]
+    if f.subtype in LOW_BIT_SUBTYPES:
+        bits = LOW_BIT_SUBTYPES[f.subtype]
+        return [make("output.subtype", "warning", x.stage,
+                     f"{f.path} is {f.subtype} ({bits} bits, about {6 * bits} dB of dynamic range): quiet passages "
+                     "quantise to a few levels or to silence", CHECK,
+                     hint="write PCM_16 (or FLOAT) for listening and evaluation", bits=bits, **_ev(f))]
+    return []
+
+
+#: The rules in the order the judge runs them; a final rule that fires ends the judging (an
+#: unreadable file, or samples that are garbage as read: their levels say nothing more).
+FILE_RULES: tuple[Rule, ...] = (
+    Rule(("file.unreadable",), _unreadable, final=True),
+    Rule(("output.header",), _garbage_header, final=True),
+    Rule(("output.silent",), _silent),
+    Rule(("output.scaled",), _scaled),
+    Rule(("output.clipped",), _clipped),
+    Rule(("audio.dc_offset",), _dc_offset),
+    Rule(("audio.channel_cancel",), _out_of_phase),
+    Rule(("output.sample_rate",), _sample_rate),
+    Rule(("output.subtype",), _subtype),
+)
+
+
 def judge_file(f: FileMeasurement, expect_rate: int | None = None, expect_subtype: str | None = None,
                stage: str = "audio.written", decoded_dbfs: float | None = None) -> list[Finding]:
     """What a listener would get from this file: level, clipping, DC, phase, rate, subtype, header."""
-    if f.error is not None:
-        return [make("file.unreadable", "error", stage, f"{f.path}: {f.error}", CHECK,
-                     hint="the file is damaged or not audio; rewrite it", path=f.path)]
-    s, out = f.stats, []
-    ev = {"path": f.path, "sample_rate": f.sample_rate, "subtype": f.subtype}
-    garbage = s.get("nonfinite_fraction", 0) > 0 or s.get("peak", 0) > 100 or f.denormal_share > 0.1
-    if garbage:
-        alt = f.reread or {}
-        out.append(make("output.header", "error", stage,
-                        f"{f.path}: read as {f.subtype} the samples are garbage ({100 * s.get('nonfinite_fraction', 0):.0f}% "
-                        f"NaN/inf, peak {s.get('peak', 0):.3g}, {100 * f.denormal_share:.0f}% denormal)"
-                        + (f"; the same bytes read as {alt['as']} are plausible audio at {alt['rms_dbfs']:.1f} dBFS"
-                           if alt.get("plausible") else ""), CHECK,
-                        hint="the header's format/bit depth does not describe the data chunk: write files with "
-                             "soundfile (sf.write(..., subtype=...)) instead of a hand-built header", reread=alt, **ev))
-        return out  # levels of garbage say nothing more
-    rms = s.get("rms_dbfs", -120.0)
-    upstream_silent = decoded_dbfs is not None and decoded_dbfs < SILENCE_DBFS  # lost before the file
-    if rms < SILENCE_DBFS and not upstream_silent:
-        lost = f" (the audio before writing was at {decoded_dbfs:.1f} dBFS)" if decoded_dbfs is not None else ""
-        out.append(make("output.silent", "error", stage, f"{f.path} is silent: RMS {rms:.1f} dBFS, peak "
-                        f"{s.get('peak_dbfs', -120):.1f} dBFS{lost}", CHECK,
-                        hint="listen to the stages before the file; if they are audible, the scale before writing "
-                             "is wrong (a float divided by 32768, or int16 values written as float)", rms_dbfs=rms, **ev))
-    if decoded_dbfs is not None and decoded_dbfs > SILENCE_DBFS and decoded_dbfs - rms > SCALED_DB:
-        out.append(make("output.scaled", "error", stage,
-                        f"{f.path} is {decoded_dbfs - rms:.0f} dB quieter than the decoded audio it was written from "
-                        f"({rms:.1f} vs {decoded_dbfs:.1f} dBFS RMS)", CHECK,
-                        hint="float audio goes to the writer in [-1, 1]; it converts to the file's integer format "
-                             "itself, so do not divide (or multiply) by 32768 first", drop_db=decoded_dbfs - rms, **ev))
-    elif decoded_dbfs is None and rms >= SILENCE_DBFS and s.get("peak_dbfs", 0.0) < -SCALED_DB:
-        out.append(make("output.scaled", "warning", stage,
-                        f"{f.path} peaks at {s['peak_dbfs']:.1f} dBFS: barely audible at normal playback volume", CHECK,
-                        hint="check the gain before writing (a division by 32768 too many, or a missing "
-                             "normalisation)", peak_dbfs=s["peak_dbfs"], **ev))
-    clip = s.get("clipping_fraction", 0.0)
-    if clip > CLIP_SHARE:
-        out.append(make("output.clipped", "error", stage, f"{f.path}: {100 * clip:.1f}% of samples sit at full scale",
-                        CHECK, hint="values beyond ±1 were clipped by the writer: scale to [-1, 1] (with headroom) "
-                                    "before writing, or cast to int16 yourself if you scale to the int16 range",
-                        clipping_fraction=clip, **ev))
-    dc = s.get("dc", 0.0)
-    if abs(dc) > 0.05:
-        out.append(make("audio.dc_offset", "warning", stage, f"{f.path} carries a DC offset of {dc:.3f}", CHECK,
-                        hint="remove the mean before writing; DC wastes headroom and thumps on playback", dc=dc, **ev))
-    mono = s.get("mono_energy_db")
-    if f.channels > 1 and mono is not None and mono < -10.0:
-        out.append(make("audio.channel_cancel", "warning", stage,
-                        f"{f.path}: the channels are out of phase (correlation {s.get('channel_correlation') or 0:.2f}); "
-                        + (f"played in mono the file loses {-mono:.0f} dB" if mono > -100.0 else
-                           "played in mono the channels cancel to silence"), CHECK,
-                        hint="one channel is inverted: flip its sign (or write mono)", mono_energy_db=mono, **ev))
-    if expect_rate is not None and f.sample_rate is not None and f.sample_rate != expect_rate:
-        out.append(make("output.sample_rate", "error", stage,
-                        f"{f.path} says {f.sample_rate} Hz where the audio is at {expect_rate} Hz: players run it "
-                        f"{f.sample_rate / expect_rate:.2f}× too fast", CHECK,
-                        hint="pass the model's (decoder's) sample rate to the writer, not the dataset's",
-                        expected_rate=expect_rate, **ev))
-    if expect_subtype is not None and f.subtype is not None and f.subtype != expect_subtype:
-        out.append(make("output.subtype", "error", stage, f"{f.path} is {f.subtype}, expected {expect_subtype}",
-                        CHECK, hint=f"write with subtype={expect_subtype!r}", expected_subtype=expect_subtype, **ev))
-    elif f.subtype in LOW_BIT_SUBTYPES:
-        bits = LOW_BIT_SUBTYPES[f.subtype]
-        out.append(make("output.subtype", "warning", stage,
-                        f"{f.path} is {f.subtype} ({bits} bits, about {6 * bits} dB of dynamic range): quiet passages "
-                        "quantise to a few levels or to silence", CHECK,
-                        hint="write PCM_16 (or FLOAT) for listening and evaluation", bits=bits, **ev))
+    expect = _Expect(expect_rate, expect_subtype, stage, decoded_dbfs)
+    out: list[Finding] = []
+    for rule in FILE_RULES:
+        found = rule.fn(f, expect)
+        out += found
+        if found and rule.final:
+            break
     return out
 
 
