@@ -16,7 +16,7 @@ from ..records.output import DecoderProbe, FileMeasurement, RouteMeasurement
 from ..stats import SILENCE_DBFS
 from .base import Rule, make
 
-__all__ = ["judge_file", "judge_route", "judge_decoder", "FILE_RULES", "LOW_BIT_SUBTYPES"]
+__all__ = ["judge_file", "judge_route", "judge_decoder", "FILE_RULES", "FileExpectation", "LOW_BIT_SUBTYPES"]
 
 CHECK = "checks.output"
 LOW_BIT_SUBTYPES = {"PCM_U8": 8, "PCM_S8": 8, "ULAW": 8, "ALAW": 8, "IMA_ADPCM": 4, "MS_ADPCM": 4, "DWVW_12": 12,
@@ -26,7 +26,7 @@ CLIP_SHARE = 0.01
 FAR_SHARE = 0.5  # share of a one-frame change that the decoder puts far from that frame
 
 
-class _Expect(NamedTuple):
+class FileExpectation(NamedTuple):
     """What the file is judged against: the rate and subtype it should have, the stage it stands
     for, and the level of the decoded audio it was written from (None: a file on its own)."""
 
@@ -40,14 +40,14 @@ def _ev(f: FileMeasurement) -> dict[str, object]:
     return {"path": f.path, "sample_rate": f.sample_rate, "subtype": f.subtype}
 
 
-def _unreadable(f: FileMeasurement, x: _Expect) -> list[Finding]:
+def _unreadable(f: FileMeasurement, x: FileExpectation) -> list[Finding]:
     if f.error is None:
         return []
     return [make("file.unreadable", "error", x.stage, f"{f.path}: {f.error}", CHECK,
                  hint="the file is damaged or not audio; rewrite it", path=f.path)]
 
 
-def _garbage_header(f: FileMeasurement, x: _Expect) -> list[Finding]:
+def _garbage_header(f: FileMeasurement, x: FileExpectation) -> list[Finding]:
     """Samples that are no audio as read (NaN/inf, absurd peaks, denormals): the header lies."""
     s = f.stats
     if not (s.get("nonfinite_fraction", 0) > 0 or s.get("peak", 0) > 100 or f.denormal_share > 0.1):
@@ -62,7 +62,7 @@ def _garbage_header(f: FileMeasurement, x: _Expect) -> list[Finding]:
                       "soundfile (sf.write(..., subtype=...)) instead of a hand-built header", reread=alt, **_ev(f))]
 
 
-def _silent(f: FileMeasurement, x: _Expect) -> list[Finding]:
+def _silent(f: FileMeasurement, x: FileExpectation) -> list[Finding]:
     s, d = f.stats, x.decoded_dbfs
     rms = s.get("rms_dbfs", -120.0)
     upstream_silent = d is not None and d < SILENCE_DBFS  # lost before the file
@@ -75,7 +75,7 @@ def _silent(f: FileMeasurement, x: _Expect) -> list[Finding]:
                       "is wrong (a float divided by 32768, or int16 values written as float)", rms_dbfs=rms, **_ev(f))]
 
 
-def _scaled(f: FileMeasurement, x: _Expect) -> list[Finding]:
+def _scaled(f: FileMeasurement, x: FileExpectation) -> list[Finding]:
     """Far quieter than the decoded audio it came from; on its own, a file that peaks barely audible."""
     s, d = f.stats, x.decoded_dbfs
     rms = s.get("rms_dbfs", -120.0)
@@ -93,7 +93,7 @@ def _scaled(f: FileMeasurement, x: _Expect) -> list[Finding]:
     return []
 
 
-def _clipped(f: FileMeasurement, x: _Expect) -> list[Finding]:
+def _clipped(f: FileMeasurement, x: FileExpectation) -> list[Finding]:
     clip = f.stats.get("clipping_fraction", 0.0)
     if not clip > CLIP_SHARE:
         return []
@@ -103,7 +103,7 @@ def _clipped(f: FileMeasurement, x: _Expect) -> list[Finding]:
                  clipping_fraction=clip, **_ev(f))]
 
 
-def _dc_offset(f: FileMeasurement, x: _Expect) -> list[Finding]:
+def _dc_offset(f: FileMeasurement, x: FileExpectation) -> list[Finding]:
     dc = f.stats.get("dc", 0.0)
     if not abs(dc) > 0.05:
         return []
@@ -111,7 +111,7 @@ def _dc_offset(f: FileMeasurement, x: _Expect) -> list[Finding]:
                  hint="remove the mean before writing; DC wastes headroom and thumps on playback", dc=dc, **_ev(f))]
 
 
-def _out_of_phase(f: FileMeasurement, x: _Expect) -> list[Finding]:
+def _out_of_phase(f: FileMeasurement, x: FileExpectation) -> list[Finding]:
     s = f.stats
     mono = s.get("mono_energy_db")
     if not (f.channels > 1 and mono is not None and mono < -10.0):
@@ -123,7 +123,7 @@ def _out_of_phase(f: FileMeasurement, x: _Expect) -> list[Finding]:
                  hint="one channel is inverted: flip its sign (or write mono)", mono_energy_db=mono, **_ev(f))]
 
 
-def _sample_rate(f: FileMeasurement, x: _Expect) -> list[Finding]:
+def _sample_rate(f: FileMeasurement, x: FileExpectation) -> list[Finding]:
     if x.rate is None or f.sample_rate is None or f.sample_rate == x.rate:
         return []
     return [make("output.sample_rate", "error", x.stage,
@@ -133,7 +133,7 @@ def _sample_rate(f: FileMeasurement, x: _Expect) -> list[Finding]:
                  expected_rate=x.rate, **_ev(f))]
 
 
-def _subtype(f: FileMeasurement, x: _Expect) -> list[Finding]:
+def _subtype(f: FileMeasurement, x: FileExpectation) -> list[Finding]:
     """Not the subtype asked for; unasked, a low-bit one that quantises quiet passages."""
     if x.subtype is not None and f.subtype is not None and f.subtype != x.subtype:
         return [make("output.subtype", "error", x.stage, f"{f.path} is {f.subtype}, expected {x.subtype}",
@@ -165,7 +165,7 @@ FILE_RULES: tuple[Rule, ...] = (
 def judge_file(f: FileMeasurement, expect_rate: int | None = None, expect_subtype: str | None = None,
                stage: str = "audio.written", decoded_dbfs: float | None = None) -> list[Finding]:
     """What a listener would get from this file: level, clipping, DC, phase, rate, subtype, header."""
-    expect = _Expect(expect_rate, expect_subtype, stage, decoded_dbfs)
+    expect = FileExpectation(expect_rate, expect_subtype, stage, decoded_dbfs)
     out: list[Finding] = []
     for rule in FILE_RULES:
         found = rule.fn(f, expect)

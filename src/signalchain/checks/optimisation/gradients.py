@@ -9,7 +9,7 @@ from ...findings import Finding
 from ...records.optimisation import GradientMeasurement, GraphBreak, ParamGrad, UpdateMeasurement
 from ..base import Rule, make
 
-__all__ = ["judge_gradients", "judge_update", "GRADIENT_RULES", "codec_parameters"]
+__all__ = ["judge_gradients", "judge_update", "GRADIENT_RULES", "GradientStep", "codec_parameters"]
 
 CHECK = "checks.gradients"
 #: Above this share of the model (the codec and parameters that never run not counted) frozen is a
@@ -140,7 +140,7 @@ def _frozen(r: GradientMeasurement, frozen: list[ParamGrad]) -> list[Finding]:
 
 
 @dataclass(frozen=True)
-class _Step:
+class GradientStep:
     """What every gradient rule reads: the measurement, its trainable and frozen parameters, and
     whether an empty loss mask (already found) explains zero gradients downstream."""
 
@@ -149,8 +149,14 @@ class _Step:
     frozen: list[ParamGrad]
     empty_mask: bool
 
+    @classmethod
+    def of(cls, r: GradientMeasurement, prior: list[Finding] | None = None) -> GradientStep:
+        return cls(r, trainable=[q for q in r.params if q.requires_grad],
+                   frozen=[q for q in r.params if not q.requires_grad],
+                   empty_mask=any(f.id == "mask.empty" and f.severity.value == "error" for f in prior or []))
 
-def _all_frozen(s: _Step) -> list[Finding]:
+
+def _all_frozen(s: GradientStep) -> list[Finding]:
     if s.trainable:
         return []
     return [make("optim.param_frozen", "error", "model", f"all {len(s.r.params)} parameters have requires_grad=False",
@@ -158,15 +164,15 @@ def _all_frozen(s: _Step) -> list[Finding]:
                  parameters=len(s.r.params))]
 
 
-def _frozen_share(s: _Step) -> list[Finding]:
+def _frozen_share(s: GradientStep) -> list[Finding]:
     return _frozen(s.r, s.frozen)
 
 
-def _codec_left_trainable(s: _Step) -> list[Finding]:
+def _codec_left_trainable(s: GradientStep) -> list[Finding]:
     return _codec_trained(s.r)
 
 
-def _not_in_optimizer(s: _Step) -> list[Finding]:
+def _not_in_optimizer(s: GradientStep) -> list[Finding]:
     missing_opt = [q for q in s.trainable if not q.in_optimizer]
     if not missing_opt:
         return []
@@ -182,7 +188,7 @@ def _made_leaf(r: GradientMeasurement) -> bool:
     return not r.loss_requires_grad and r.loss_is_tensor and bool(r.stage_requires_grad.get("loss"))
 
 
-def _loss_made_leaf(s: _Step) -> list[Finding]:
+def _loss_made_leaf(s: GradientStep) -> list[Finding]:
     # A leaf that requires grad was made so by hand: whatever cut the graph (a logged break says
     # where), the requires_grad_() is what hides it.
     r = s.r
@@ -198,7 +204,7 @@ def _loss_made_leaf(s: _Step) -> list[Finding]:
     return [leaf] + cut
 
 
-def _loss_without_graph(s: _Step) -> list[Finding]:
+def _loss_without_graph(s: GradientStep) -> list[Finding]:
     """The first model stage that lost its graph is where the cut shows; a logged break names the op."""
     r = s.r
     if r.loss_requires_grad or _made_leaf(r):
@@ -217,7 +223,7 @@ def _loss_without_graph(s: _Step) -> list[Finding]:
                  stage_requires_grad=r.stage_requires_grad)]
 
 
-def _logits_do_not_reach_loss(s: _Step) -> list[Finding]:
+def _logits_do_not_reach_loss(s: GradientStep) -> list[Finding]:
     r = s.r
     if not r.loss_requires_grad or r.loss_depends_on_logits is not False or s.empty_mask:
         return []  # an empty loss mask zeroes every gradient; mask.empty already says so
@@ -230,7 +236,7 @@ def _logits_do_not_reach_loss(s: _Step) -> list[Finding]:
                       "requires_grad_() added to silence an error)", via=r.depends_via)]
 
 
-def _used_without_gradient(s: _Step) -> list[Finding]:
+def _used_without_gradient(s: GradientStep) -> list[Finding]:
     """Parameters that run in the forward pass but get no gradient: cut by the first logged break
     after their last use (any logged break otherwise), else unexplained."""
     cut = [q for q in s.trainable if q.grad == "none" and q.used]
@@ -246,7 +252,7 @@ def _used_without_gradient(s: _Step) -> list[Finding]:
                  parameters=[q.name for q in cut][:20])]
 
 
-def _never_used(s: _Step) -> list[Finding]:
+def _never_used(s: GradientStep) -> list[Finding]:
     unused = [q for q in s.trainable if q.grad == "none" and not q.used]
     if not unused:
         return []
@@ -256,7 +262,7 @@ def _never_used(s: _Step) -> list[Finding]:
                  parameters=[q.name for q in unused][:20])]
 
 
-def _exactly_zero(s: _Step) -> list[Finding]:
+def _exactly_zero(s: GradientStep) -> list[Finding]:
     zero = [q for q in s.trainable if q.grad == "zero"]
     if not zero or s.empty_mask:
         return []
@@ -287,9 +293,7 @@ GRADIENT_RULES: tuple[Rule, ...] = (
 
 def judge_gradients(r: GradientMeasurement, prior: list[Finding] | None = None) -> list[Finding]:
     """`prior`: findings already made; an empty loss mask explains zero gradients downstream."""
-    step = _Step(r, trainable=[q for q in r.params if q.requires_grad],
-                 frozen=[q for q in r.params if not q.requires_grad],
-                 empty_mask=any(f.id == "mask.empty" and f.severity.value == "error" for f in prior or []))
+    step = GradientStep.of(r, prior)
     out: list[Finding] = []
     for rule in GRADIENT_RULES:
         found = rule.fn(step)
