@@ -4,8 +4,8 @@ so that the detectors are proven on implementations they were not tuned to."""
 import pytest
 import torch
 
-from signalchain.checks.optimisation.gradients import judge_gradients, judge_update
 from signalchain.checks.optimisation.curves import judge_overfit, judge_sweep
+from signalchain.checks.optimisation.gradients import judge_gradients, judge_update
 from signalchain.experiments.context import BUDGETS, Context
 from signalchain.experiments.gradients import measure_gradients
 from signalchain.experiments.lr_sweep import measure_lr_sweep
