@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._tensor import to_numpy
+from .._tensor import as_float, to_numpy
 from ..pipeline import as_step_output, capabilities
 from ..records.generation import Checkpoint, GenerationMeasurement, GenerationRun
 from ..stats import as_batch_audio
@@ -69,7 +69,7 @@ def _teacher_forced(ctx: Context, model: torch.nn.Module) -> tuple[float | None,
         canon = canonical_logits(np.asarray(logits), mask.shape[0], mask.shape[1])
         logits = canon if canon is not None else logits
     mask = mask if mask is not None and mask.shape == np.shape(logits)[:-1] else None
-    loss = float(out.loss.detach()) if hasattr(out.loss, "detach") else float(out.loss)
+    loss = as_float(out.loss)
     return logit_entropy(np.asarray(logits), mask), loss if math.isfinite(loss) else None
 
 

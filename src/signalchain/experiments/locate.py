@@ -9,18 +9,18 @@ everything recorded before the exception.
 
 from __future__ import annotations
 
-import contextlib
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
+from .._tensor import as_float
 from ..pipeline import as_step_output, capabilities
 from ..records.numerics import LocateMeasurement, StageStatus
-from ..trace.recorder import _ACTIVE, Recording
+from ..trace import redirect
 from ._frames import TORCH_DIR
 from ._train import autocast_for, no_tap, update_step
 from ._watch import NonFiniteWatch
@@ -101,26 +101,6 @@ class StageWatch:
             st.masked_out_only = not bool(under.any())
 
 
-class _Forwarding(Recording):
-    """A recording that hands every global `tap` to the watch instead of keeping it."""
-
-    def __init__(self, fn: Callable[..., Any]):
-        super().__init__()
-        self.fn = fn
-
-    def add(self, stage: str, value: Any, meta: dict[str, Any]) -> None:
-        self.fn(stage, value, **meta)
-
-
-@contextlib.contextmanager
-def _global_taps(fn: Callable[..., Any]) -> Iterator[None]:
-    token = _ACTIVE.set(_Forwarding(fn))
-    try:
-        yield
-    finally:
-        _ACTIVE.reset(token)
-
-
 def _as_tensor(value: Any) -> torch.Tensor | None:
     if isinstance(value, torch.Tensor):
         return value.detach()  # checked where it lives; only masks and bad positions come to the host
@@ -194,7 +174,7 @@ def locate(pipeline: Any, model: torch.nn.Module, batch: Any, optimizer: Any = N
     try:
         with watch.active(model):
             if step is not None:  # a user's loop: its code taps through the global `tap`
-                with _global_taps(watched_tap):
+                with redirect(watched_tap):
                     out = as_step_output(step(model, batch))
                 if isinstance(out.loss, torch.Tensor) and out.loss.requires_grad:
                     out.loss.backward()
@@ -230,11 +210,7 @@ def locate(pipeline: Any, model: torch.nn.Module, batch: Any, optimizer: Any = N
 def _loss_value(out: Any) -> float | None:
     if out is None:
         return None
-    loss = out.loss
-    try:
-        return float(loss.detach().float()) if isinstance(loss, torch.Tensor) else float(loss)
-    except (TypeError, ValueError, RuntimeError):
-        return None
+    return as_float(out.loss, None)
 
 
 def _unscaled_probe(pipeline: Any, model: torch.nn.Module, batch: Any, restore: Callable[[], None] | None) -> bool | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from .._tensor import as_float
 from ..records.numerics import NumericsMeasurement
 from ._seed import seed_everything
 from ._train import update_step
@@ -83,7 +84,7 @@ def measure_numerics(ctx: Context) -> NumericsMeasurement:
         seed_everything(ctx.seed)
         try:
             out = update_step(p, model, optimizer, batch, probe.tap)
-            loss = probe.loss if probe.loss is not None else float(out.loss.detach().float())
+            loss = probe.loss if probe.loss is not None else as_float(out.loss)
             trigger = None
             if not math.isfinite(loss):
                 trigger = "loss"

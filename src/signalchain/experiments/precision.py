@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._tensor import as_float
 from ..findings import jsonable
 from ..golden.compare import Tolerance, compare_traces
 from ..pipeline import capabilities
@@ -82,10 +83,9 @@ def measure_precision(ctx: Context) -> AmpMeasurement:
 
     def grab(stage: str, value: Any, /, **meta: Any) -> Any:
         if stage in ("grad.norm", "loss") and stage not in grabbed:
-            try:
-                grabbed[stage] = float(value.detach()) if isinstance(value, torch.Tensor) else float(value)
-            except (TypeError, ValueError, RuntimeError):
-                pass
+            v = as_float(value, None)
+            if v is not None:
+                grabbed[stage] = v
         return value
 
     for _ in range(ctx.budget.amp_steps):
@@ -100,7 +100,7 @@ def measure_precision(ctx: Context) -> AmpMeasurement:
             break
         s1 = _scale(scaler)
         moved = not torch.equal(before, _fingerprint(model))
-        loss = grabbed.get("loss", float(out.loss.detach().float()) if isinstance(out.loss, torch.Tensor) else None)
+        loss = grabbed.get("loss", as_float(out.loss) if isinstance(out.loss, torch.Tensor) else None)
         skipped = (s1 < s0) if (s0 is not None and s1 is not None) else not moved
         report.steps.append(AmpStep(s0, s1, loss, grabbed.get("grad.norm"), bool(skipped), moved))
 
