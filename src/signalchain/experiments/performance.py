@@ -28,8 +28,8 @@ from typing import Any
 import torch
 
 from ..pipeline import capabilities
+from ..probes.host_reads import HostReads
 from ..records.performance import PerfMeasurement
-from ._host_reads import HostReads
 from ._train import update_step
 from .context import Context
 

@@ -25,12 +25,11 @@ from .._tensor import as_float
 from ..findings import jsonable
 from ..golden.compare import Tolerance, compare_traces
 from ..pipeline import capabilities
+from ..probes.op_recorder import OpRecorder, RecordedOp
 from ..records.precision import AmpMeasurement, AmpStep, OpDivergence
 from ..trace import StageRecord, Trace
-from ._fp32 import OpRecorder, RecordedOp
 from ._seed import seed_everything
 from ._train import autocast_for, total_grad_norm, update_step
-from ._watch import module_paths
 from .context import Context
 from .locate import forward_backward, locate
 from .numerics import numerics_report_of
@@ -174,7 +173,7 @@ def _run(p: Any, model: torch.nn.Module, batch: Any, seed: int, upcast: bool, sp
     autocast = autocast_for(model, None if own else dtype)
     seed_everything(seed)
     model.train()  # the mode the run trains in (dropout is seeded)
-    with torch.no_grad(), module_paths(rec.modules, model), rec, autocast:
+    with torch.no_grad(), rec.tracking_modules(model), rec, autocast:
         p.step(model, batch, rec.tap_wrapper(values))
     return Trace(values.records), rec.ops
 
