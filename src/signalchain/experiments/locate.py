@@ -18,19 +18,19 @@ import numpy as np
 import torch
 
 from .._tensor import as_float
-from ..pipeline import as_step_output, capabilities
+from ..pipeline import Pipeline, as_step_output, capabilities
 from ..probes.frames import TORCH_DIR
 from ..probes.non_finite_watch import NonFiniteWatch
 from ..probes.stage_watch import StageWatch
 from ..records.numerics import LocateMeasurement
-from ..trace import redirect
+from ..trace import Tap, redirect
 from ._train import autocast_for, no_tap, update_step
 from .state import scan_batch, state_names
 
 __all__ = ["locate", "forward_backward"]
 
 
-def forward_backward(pipeline: Any, model: torch.nn.Module, batch: Any, tap: Any = no_tap) -> Any:
+def forward_backward(pipeline: Pipeline, model: torch.nn.Module, batch: Any, tap: Tap = no_tap) -> Any:
     """Forward and a plain (unscaled) backward, autocast as `update_step` would."""
     model.train()
     dtype = getattr(pipeline, "amp_dtype", None)
@@ -69,8 +69,8 @@ def _place(report: LocateMeasurement) -> None:
         ev.stage = pick.name if pick else None
 
 
-def locate(pipeline: Any, model: torch.nn.Module, batch: Any, optimizer: Any = None, *,
-           restore: Callable[[], None] | None = None, tap: Any = no_tap,
+def locate(pipeline: Pipeline | None, model: torch.nn.Module, batch: Any, optimizer: Any = None, *,
+           restore: Callable[[], None] | None = None, tap: Tap = no_tap,
            step: Callable[[torch.nn.Module, Any], Any] | None = None) -> LocateMeasurement:
     """Replay one step on `batch` under the watch and report every first non-finite value.
 
@@ -139,7 +139,7 @@ def _loss_value(out: Any) -> float | None:
     return as_float(out.loss, None)
 
 
-def _unscaled_probe(pipeline: Any, model: torch.nn.Module, batch: Any, restore: Callable[[], None] | None) -> bool | None:
+def _unscaled_probe(pipeline: Pipeline, model: torch.nn.Module, batch: Any, restore: Callable[[], None] | None) -> bool | None:
     """The same forward and backward at scale 1: are the gradients themselves finite?"""
     if restore is not None:
         restore()

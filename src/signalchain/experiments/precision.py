@@ -24,7 +24,7 @@ import torch
 from .._tensor import as_float
 from ..findings import jsonable
 from ..golden.compare import Tolerance, compare_traces
-from ..pipeline import capabilities
+from ..pipeline import Pipeline, capabilities
 from ..probes.op_recorder import OpRecorder, RecordedOp
 from ..records.precision import AmpMeasurement, AmpStep, OpDivergence
 from ..trace import StageRecord, Trace
@@ -164,7 +164,7 @@ class _Values:
         return value
 
 
-def _run(p: Any, model: torch.nn.Module, batch: Any, seed: int, upcast: bool, span: tuple[int, int] | None = None,
+def _run(p: Pipeline, model: torch.nn.Module, batch: Any, seed: int, upcast: bool, span: tuple[int, int] | None = None,
          locations: bool = False) -> tuple[Trace, list[RecordedOp]]:
     rec = OpRecorder(upcast=upcast, span=span, locations=locations)
     values = _Values()
@@ -178,7 +178,7 @@ def _run(p: Any, model: torch.nn.Module, batch: Any, seed: int, upcast: bool, sp
     return Trace(values.records), rec.ops
 
 
-def compare_precision(p: Any, model: torch.nn.Module, batch: Any, report: AmpMeasurement, seed: int) -> None:
+def compare_precision(p: Pipeline, model: torch.nn.Module, batch: Any, report: AmpMeasurement, seed: int) -> None:
     """Fill `stage_errors`, `comparison`, `first_divergence` and `op_divergence` of `report`."""
     low, _ = _run(p, model, batch, seed, upcast=False)
     full, _ = _run(p, model, batch, seed, upcast=True)
