@@ -33,8 +33,8 @@ from ..records.conditioning import (
 from ..trace.layout import canonical_logits
 from ._outputs import read_generated
 from ._seed import seed_everything
-from ._train import update_step
 from .context import Context
+from .optimisation._train import update_step
 
 __all__ = ["measure_condition_data", "measure_sensitivity", "measure_condition_grads", "measure_guidance",
            "audio_descriptors", "token_descriptors", "rolled"]

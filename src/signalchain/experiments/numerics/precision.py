@@ -21,18 +21,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._tensor import as_float
-from ..findings import jsonable
-from ..golden.compare import Tolerance, compare_traces
-from ..pipeline import Pipeline, capabilities
-from ..probes.op_recorder import OpRecorder, RecordedOp
-from ..records.precision import AmpMeasurement, AmpStep, OpDivergence
-from ..trace import StageRecord, Trace
-from ._seed import seed_everything
-from ._train import autocast_for, total_grad_norm, update_step
-from .context import Context
+from ..._tensor import as_float
+from ...findings import jsonable
+from ...golden.compare import Tolerance, compare_traces
+from ...pipeline import Pipeline, capabilities
+from ...probes.op_recorder import OpRecorder, RecordedOp
+from ...records.precision import AmpMeasurement, AmpStep, OpDivergence
+from ...trace import StageRecord, Trace
+from .._seed import seed_everything
+from ..context import Context
+from ..optimisation._train import autocast_for, total_grad_norm, update_step
 from .locate import forward_backward, locate
-from .numerics import numerics_report_of
+from .measure import numerics_report_of
 from .state import Snapshot
 
 __all__ = ["measure_precision", "precision_tolerance", "compare_precision"]

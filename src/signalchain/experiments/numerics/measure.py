@@ -13,12 +13,12 @@ import math
 
 import torch
 
-from .._tensor import as_float
-from ..probes.step_probe import StepProbe
-from ..records.numerics import NumericsMeasurement
-from ._seed import seed_everything
-from ._train import update_step
-from .context import Context
+from ..._tensor import as_float
+from ...probes.step_probe import StepProbe
+from ...records.numerics import NumericsMeasurement
+from .._seed import seed_everything
+from ..context import Context
+from ..optimisation._train import update_step
 from .locate import locate
 from .state import Snapshot, scan_state
 

@@ -7,13 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from .._tensor import as_float
-from ..checks._util import unigram_entropy
-from ..records.optimisation import CurveMeasurement
-from ..trace.layout import read_layout
-from ._seed import seed_everything
+from ..._tensor import as_float
+from ...checks._util import unigram_entropy
+from ...records.optimisation import CurveMeasurement
+from ...trace.layout import read_layout
+from .._seed import seed_everything
+from ..context import Context
 from ._train import regularisation_off, update_step
-from .context import Context
 
 __all__ = ["measure_overfit", "overfit_at"]
 

@@ -13,12 +13,12 @@ import math
 import numpy as np
 import torch
 
-from .._tensor import as_float
-from ..pipeline import as_step_output
-from ..records.optimisation import SweepMeasurement
-from ._seed import seed_everything
+from ..._tensor import as_float
+from ...pipeline import as_step_output
+from ...records.optimisation import SweepMeasurement
+from .._seed import seed_everything
+from ..context import Context
 from ._train import configured_lrs, no_tap, regularisation_off, total_grad_norm
-from .context import Context
 
 __all__ = ["measure_lr_sweep", "train_at"]
 

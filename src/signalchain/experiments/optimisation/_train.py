@@ -7,8 +7,8 @@ from typing import Any
 
 import torch
 
-from ..pipeline import Pipeline, StepOutput, as_step_output, capabilities
-from ..trace import Tap
+from ...pipeline import Pipeline, StepOutput, as_step_output, capabilities
+from ...trace import Tap
 
 __all__ = ["update_step", "regularisation_off", "configured_lrs", "no_tap", "norm_of", "total_grad_norm"]
 

@@ -17,14 +17,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._tensor import as_float
-from ..pipeline import Pipeline, as_step_output, capabilities
-from ..probes.frames import TORCH_DIR
-from ..probes.non_finite_watch import NonFiniteWatch
-from ..probes.stage_watch import StageWatch
-from ..records.numerics import LocateMeasurement
-from ..trace import Tap, redirect
-from ._train import autocast_for, no_tap, update_step
+from ..._tensor import as_float
+from ...pipeline import Pipeline, as_step_output, capabilities
+from ...probes.frames import TORCH_DIR
+from ...probes.non_finite_watch import NonFiniteWatch
+from ...probes.stage_watch import StageWatch
+from ...records.numerics import LocateMeasurement
+from ...trace import Tap, redirect
+from ..optimisation._train import autocast_for, no_tap, update_step
 from .state import scan_batch, state_names
 
 __all__ = ["locate", "forward_backward"]

@@ -20,13 +20,13 @@ from typing import Any
 
 import torch
 
-from ..pipeline import as_step_output
-from ..probes.graph_watch import GraphWatch
-from ..probes.tensors import flat_tensors
-from ..records.optimisation import GradientMeasurement, ParamGrad
-from ..trace import record, tap
-from ._seed import seed_everything
-from .context import Context
+from ...pipeline import as_step_output
+from ...probes.graph_watch import GraphWatch
+from ...probes.tensors import flat_tensors
+from ...records.optimisation import GradientMeasurement, ParamGrad
+from ...trace import record, tap
+from .._seed import seed_everything
+from ..context import Context
 
 __all__ = ["measure_gradients"]
 
