@@ -25,7 +25,7 @@ from collections.abc import Callable
 import torch
 
 from signalchain import Monitor
-from signalchain.experiments.locate import locate
+from signalchain.experiments.numerics.locate import locate
 from signalchain.reference import ReferencePipeline
 
 

@@ -10,7 +10,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["is_torch_tensor", "is_array", "to_numpy", "dtype_name", "device_name"]
+__all__ = ["is_torch_tensor", "is_array", "to_numpy", "dtype_name", "device_name", "as_float"]
+
+_RAISE: Any = object()
 
 
 def is_torch_tensor(value: Any) -> bool:
@@ -53,3 +55,17 @@ def to_numpy(value: Any) -> np.ndarray:
             t = t.cpu()
         return t.resolve_neg().numpy()
     return np.asarray(value)
+
+
+def as_float(value: Any, default: Any = _RAISE) -> Any:
+    """A loss or scalar (a tensor on any device, a numpy scalar, a number) as a Python float.
+
+    Tensors are detached first (one device read). With `default`, a value that is not a number
+    (None, a string, a tensor of several elements) gives `default`; without it, float()'s error.
+    """
+    try:
+        return float(value.detach()) if hasattr(value, "detach") else float(value)
+    except (TypeError, ValueError, RuntimeError):
+        if default is _RAISE:
+            raise
+        return default

@@ -13,7 +13,7 @@ from signalchain.checks.generation import (
     judge_training,
     verdict,
 )
-from signalchain.experiments.generation_metrics import (
+from signalchain.experiments.generation.metrics import (
     guidance_coefficient,
     sampler_fit,
     token_stats,

@@ -16,7 +16,7 @@ from torch import nn
 from signalchain.checks.numerics import judge_locate, judge_numerics, judge_state
 from signalchain.checks.numerics_causes import likely_cause, stage_cause
 from signalchain.experiments.doctor import SYMPTOMS, run_doctor
-from signalchain.experiments.state import scan_state
+from signalchain.experiments.numerics.state import scan_state
 from signalchain.pipeline import ProtocolView
 from signalchain.records.numerics import (
     LocateMeasurement,

@@ -13,7 +13,7 @@ import torch
 from signalchain.checks.precision import judge_precision
 from signalchain.experiments.context import BUDGETS, Context
 from signalchain.experiments.doctor import run_doctor
-from signalchain.experiments.precision import measure_precision
+from signalchain.experiments.numerics.precision import measure_precision
 from signalchain.pipeline import ProtocolView
 from signalchain.records.precision import AmpMeasurement, AmpStep
 from signalchain.reference import RefConfig, ReferencePipeline

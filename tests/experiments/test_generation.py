@@ -14,10 +14,10 @@ import torch
 from signalchain.checks.generation import judge_sampler, judge_stop, judge_training
 from signalchain.experiments.context import BUDGETS, Context
 from signalchain.experiments.doctor import run_doctor
-from signalchain.experiments.generation import measure_generation
-from signalchain.experiments.generation_data import measure_data_variety, probe_positions
-from signalchain.experiments.generation_memory import copy_similarity, fingerprint, nearest_examples
-from signalchain.experiments.generation_runs import generate_once, stop_probe, take
+from signalchain.experiments.generation.data import measure_data_variety, probe_positions
+from signalchain.experiments.generation.measure import measure_generation
+from signalchain.experiments.generation.memory import copy_similarity, fingerprint, nearest_examples
+from signalchain.experiments.generation.runs import generate_once, stop_probe, take
 from signalchain.pipeline import ProtocolView
 from signalchain.records.generation import GenerationMeasurement
 from signalchain.reference import RefConfig, ReferencePipeline
@@ -247,7 +247,7 @@ def test_a_generated_copy_is_found_shifted_and_rescaled() -> None:
 
 
 def test_audio_loop_hears_a_repeated_phrase_and_not_noise() -> None:
-    from signalchain.experiments.generation_metrics import audio_loop
+    from signalchain.experiments.generation.metrics import audio_loop
 
     rng = np.random.default_rng(0)
     sr = 16000

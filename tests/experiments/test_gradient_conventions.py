@@ -9,7 +9,7 @@ from torch import nn
 
 from signalchain.checks.optimisation.gradients import codec_parameters, judge_gradients
 from signalchain.experiments.context import BUDGETS, Context
-from signalchain.experiments.gradients import measure_gradients
+from signalchain.experiments.optimisation.gradients import measure_gradients
 from signalchain.pipeline import ProtocolView, StepOutput
 
 B, K, T, V, D = 2, 2, 6, 8, 16

@@ -12,9 +12,9 @@ from signalchain.checks.optimisation.gradients import judge_gradients  # noqa: E
 from signalchain.checks.performance import judge_performance  # noqa: E402
 from signalchain.checks.token_audio import judge_token_audio  # noqa: E402
 from signalchain.experiments.context import BUDGETS, Context  # noqa: E402
-from signalchain.experiments.gradients import measure_gradients  # noqa: E402
+from signalchain.experiments.data import measure_token_audio  # noqa: E402
+from signalchain.experiments.optimisation.gradients import measure_gradients  # noqa: E402
 from signalchain.experiments.performance import host_read_counts  # noqa: E402
-from signalchain.experiments.stale import measure_token_audio  # noqa: E402
 from signalchain.pipeline import ProtocolView  # noqa: E402
 from signalchain.records.performance import PerfMeasurement  # noqa: E402
 

@@ -15,8 +15,8 @@ from torch import nn
 from signalchain import StepOutput, tap
 from signalchain.checks.numerics import judge_locate
 from signalchain.checks.numerics_causes import likely_cause
-from signalchain.experiments.locate import locate
-from signalchain.experiments.state import Snapshot
+from signalchain.experiments.numerics.locate import locate
+from signalchain.experiments.numerics.state import Snapshot
 from signalchain.pipeline import ProtocolView
 from signalchain.reference import RefConfig, ReferencePipeline
 

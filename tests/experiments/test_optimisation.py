@@ -7,10 +7,10 @@ import torch
 from signalchain.checks.optimisation.curves import judge_overfit, judge_sweep
 from signalchain.checks.optimisation.gradients import judge_gradients, judge_update
 from signalchain.experiments.context import BUDGETS, Context
-from signalchain.experiments.gradients import measure_gradients
-from signalchain.experiments.lr_sweep import measure_lr_sweep
-from signalchain.experiments.overfit import measure_overfit
-from signalchain.experiments.update import measure_update
+from signalchain.experiments.optimisation.gradients import measure_gradients
+from signalchain.experiments.optimisation.lr_sweep import measure_lr_sweep
+from signalchain.experiments.optimisation.overfit import measure_overfit
+from signalchain.experiments.optimisation.update import measure_update
 from signalchain.pipeline import ProtocolView
 from signalchain.reference import RefConfig, ReferencePipeline
 
@@ -138,7 +138,7 @@ def test_lr_sweep_places_the_configured_rate(lr, expected):
 def test_overfit_failure_is_blamed_on_the_rate_or_the_capacity_after_a_refit():
     """dim 8 fits one batch at a higher rate (a rate problem); dim 2 fits it at no rate (capacity)."""
     from signalchain.checks.optimisation.curves import needs_refit
-    from signalchain.experiments.overfit import overfit_at
+    from signalchain.experiments.optimisation.overfit import overfit_at
 
     verdicts = {}
     for dim in (8, 2):

@@ -18,7 +18,7 @@ from signalchain.experiments._outputs import call_decode, decode_takes_model, re
 from signalchain.experiments.conditioning import measure_guidance, measure_sensitivity
 from signalchain.experiments.context import BUDGETS, Context
 from signalchain.experiments.doctor import run_doctor
-from signalchain.experiments.generation_runs import take
+from signalchain.experiments.generation.runs import take
 from signalchain.experiments.output import measure_route
 from signalchain.pipeline import ProtocolView, StepOutput
 from signalchain.reference import ReferencePipeline

@@ -5,7 +5,7 @@ import pytest
 
 from signalchain.checks.token_audio import judge_token_audio
 from signalchain.experiments.context import BUDGETS, Context
-from signalchain.experiments.stale import measure_token_audio
+from signalchain.experiments.data import measure_token_audio
 from signalchain.pipeline import ProtocolView
 from signalchain.reference import ReferencePipeline
 

@@ -70,7 +70,7 @@ def test_golden_capture_on_cuda_round_trips_and_compares(tmp_path):
 def test_graph_break_watch_on_cuda():
     from signalchain.checks.optimisation.gradients import judge_gradients
     from signalchain.experiments.context import Context
-    from signalchain.experiments.gradients import measure_gradients
+    from signalchain.experiments.optimisation.gradients import measure_gradients
 
     class Detached(CudaToy):
         def step(self, model, batch, tap=tap):

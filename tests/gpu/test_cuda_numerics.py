@@ -16,8 +16,8 @@ from signalchain import Monitor, StepOutput, tap
 from signalchain.checks.numerics import judge_locate
 from signalchain.checks.precision import judge_precision
 from signalchain.experiments.context import BUDGETS, Context
-from signalchain.experiments.locate import locate
-from signalchain.experiments.precision import measure_precision
+from signalchain.experiments.numerics.locate import locate
+from signalchain.experiments.numerics.precision import measure_precision
 
 DEV = os.environ.get("SIGNALCHAIN_TEST_DEVICE", "cuda")  # "cpu": a dry run of these tests' logic
 pytestmark = pytest.mark.skipif(DEV == "cuda" and not torch.cuda.is_available(), reason="needs a CUDA device")

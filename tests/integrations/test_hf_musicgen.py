@@ -172,7 +172,7 @@ def test_a_datasets_dataset_and_a_model_config_make_a_pipeline() -> None:
 def test_a_codec_left_trainable_is_codec_trained_and_a_frozen_one_is_not(bed: HFBedPipeline) -> None:
     from signalchain.checks.optimisation.gradients import judge_gradients
     from signalchain.experiments.context import Context
-    from signalchain.experiments.gradients import measure_gradients
+    from signalchain.experiments.optimisation.gradients import measure_gradients
     from signalchain.pipeline import ProtocolView
 
     def ids(p):

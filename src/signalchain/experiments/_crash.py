@@ -6,7 +6,7 @@ from __future__ import annotations
 import traceback
 
 from ..findings import Finding, Severity, check_failed
-from ._frames import is_ours
+from ..probes.frames import is_ours
 
 __all__ = ["crash_origin", "crash_finding"]
 

@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._tensor import is_array, to_numpy
+from .._tensor import to_numpy
 from ..audio.features import log_mel
-from ..pipeline import as_step_output, capabilities
+from ..pipeline import Pipeline, as_step_output, capabilities
+from ..probes.collect import collect
 from ..records.conditioning import (
     ConditionBatch,
     ConditionData,
@@ -32,8 +33,8 @@ from ..records.conditioning import (
 from ..trace.layout import canonical_logits
 from ._outputs import read_generated
 from ._seed import seed_everything
-from ._train import update_step
 from .context import Context
+from .optimisation._train import update_step
 
 __all__ = ["measure_condition_data", "measure_sensitivity", "measure_condition_grads", "measure_guidance",
            "audio_descriptors", "token_descriptors", "rolled"]
@@ -44,31 +45,14 @@ STOP_AT = ("condition.embedding", "logits", "loss")  # the model's outputs: noth
 MIN_AUDIO_SECONDS = 0.25  # shorter (mostly padded) examples give no usable descriptor
 
 
-class _Enough(Exception):
-    """Raised from our tap to end a step once everything the condition needs has been seen."""
-
-
-def _grab(pipeline: Any, model: Any, batch: Any, seed: int, stop: bool) -> tuple[dict[str, tuple[Any, dict]], Any]:
+def _grab(pipeline: Pipeline, model: Any, batch: Any, seed: int, stop: bool) -> tuple[dict[str, tuple[Any, dict]], Any]:
     """Run one step under no_grad, keeping copies of the WANTED stages; stop early when asked."""
-    got: dict[str, tuple[Any, dict]] = {}
-
-    def grab(stage: str, value: Any, /, **meta: Any) -> Any:
-        if stage in WANTED and stage not in got:
-            if is_array(value):  # keep the dtype numpy lacks (bfloat16 becomes float32 in the copy)
-                meta = {**meta, "_dtype": getattr(value, "dtype", None)}
-            got[stage] = (np.array(to_numpy(value), copy=True) if is_array(value) else value, meta)
-        if stop and stage in STOP_AT:
-            raise _Enough
-        return value
-
     seed_everything(seed)
-    out = None
-    with torch.no_grad():
-        try:
-            out = as_step_output(pipeline.step(model, batch, grab))
-        except _Enough:
-            pass
-    return got, out
+    got = collect(pipeline, model, batch, WANTED, STOP_AT if stop else None, first_only=True, copy=True,
+                  no_grad=True)
+    # an array keeps the dtype numpy lacks (bfloat16 becomes float32 in the copy)
+    kept = {t.stage: (t.value, t.meta if t.dtype is None else {**t.meta, "_dtype": t.dtype}) for t in got.taps}
+    return kept, None if got.stopped else as_step_output(got.out)
 
 
 def audio_descriptors(audio: np.ndarray, lengths: Sequence[int] | None, sample_rate: int) -> np.ndarray:

@@ -25,7 +25,7 @@ from ..trace import Trace, record, tap
 from ._outputs import call_decode, read_generated
 from ._seed import seed_everything
 from .context import Context
-from .generation_runs import call_generate, take
+from .generation.runs import call_generate, take
 
 __all__ = ["measure_route", "probe_decoder", "measure_file", "wav_header", "silence_pattern"]
 

@@ -28,10 +28,10 @@ from typing import Any
 import torch
 
 from ..pipeline import capabilities
+from ..probes.host_reads import HostReads
 from ..records.performance import PerfMeasurement
-from ._host_reads import HostReads
-from ._train import update_step
 from .context import Context
+from .optimisation._train import update_step
 
 __all__ = ["measure_performance", "time_updates", "count_host_reads", "host_read_counts", "HostReadCounts"]
 

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._tensor import as_float
+
 __all__ = ["LossReading", "read_loss", "nonfinite_names", "scaler_guards", "reduced", "safely", "visible"]
 
 
@@ -54,7 +56,7 @@ def read_loss(loss: Any) -> LossReading:
     """Judge a loss on all of its elements: any NaN or inf element makes the step non-finite."""
     try:
         if isinstance(loss, torch.Tensor) and loss.is_floating_point() and loss.numel() == 1:
-            v = float(loss.detach())  # the usual reduced loss: one device read, nothing more
+            v = as_float(loss)  # the usual reduced loss: one device read, nothing more
             return LossReading(v, True) if math.isfinite(v) else LossReading(v, False, 1, 1)
         value = _unwrap(loss)
         if value is None:

@@ -8,8 +8,8 @@ from typing import Any
 import torch
 
 from ..errors import SignalchainError
-from ..experiments.locate import locate
-from ..experiments.state import Snapshot
+from ..experiments.numerics.locate import locate
+from ..experiments.numerics.state import Snapshot
 from ..records.numerics import LocateMeasurement
 from ._reading import reduced
 

@@ -46,8 +46,8 @@ import torch
 from ..checks.base import make
 from ..checks.numerics import judge_locate
 from ..errors import SignalchainError
-from ..experiments._train import norm_of
-from ..experiments.state import Snapshot, scan_state
+from ..experiments.numerics.state import Snapshot, scan_state
+from ..experiments.optimisation._train import norm_of
 from ..findings import Finding, Severity, check_failed
 from ..records.numerics import LocateMeasurement
 from ._findings import unjudged, unlocated, unwritten

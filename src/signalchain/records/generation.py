@@ -14,7 +14,7 @@ __all__ = ["TokenStats", "SamplerFit", "GenerationRun", "StopProbe", "PositionPr
 
 @dataclass
 class TokenStats:
-    """Repetition and diversity of token sequences [B, K, T] (see experiments.generation_metrics)."""
+    """Repetition and diversity of token sequences [B, K, T] (see experiments.generation.metrics)."""
 
     rows: int
     frames: int
@@ -31,7 +31,7 @@ class TokenStats:
 
 @dataclass
 class SamplerFit:
-    """How the sampler picked tokens from the logits it was given (experiments.generation_metrics.sampler_fit)."""
+    """How the sampler picked tokens from the logits it was given (experiments.generation.metrics.sampler_fit)."""
 
     n: int
     top1: float = 0.0  # share of picks that were the top token
@@ -65,7 +65,7 @@ class GenerationRun:
     invalid: int = 0  # tokens outside [0, cardinality)
     error: str | None = None
     # The first prompt's audio, decoded: mean cosine similarity of its spectral frames (high for static
-    # or looping sound) and the strongest frame-autocorrelation lag (experiments.generation_metrics.audio_loop)
+    # or looping sound) and the strongest frame-autocorrelation lag (experiments.generation.metrics.audio_loop)
     audio_loop: dict[str, float] | None = None
     # generate returned audio only (HF's model.generate): what came back ("audio [2, 1, 16000]"); the
     # token measures (stats, fit, invalid tokens) are then None and only `audio_loop` is measured

@@ -11,15 +11,21 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Container, Iterator
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ..findings import Finding, Severity
 from .record import make_record
 from .trace import Trace
 
-__all__ = ["tap", "record", "recording", "Recording"]
+__all__ = ["tap", "record", "recording", "redirect", "Recording", "Tap"]
 
 T = TypeVar("T")
+
+
+class Tap(Protocol):
+    """What a step receives as `tap`: `(stage, value, /, **meta) -> value` (returns the value it was given)."""
+
+    def __call__(self, stage: str, value: Any, /, **meta: Any) -> Any: ...
 
 
 class Recording:
@@ -79,6 +85,31 @@ def tap(stage: str, value: T, /, **meta: Any) -> T:
 def recording() -> Recording | None:
     """The active recording in this context, if any."""
     return _ACTIVE.get()
+
+
+class _Redirected(Recording):
+    """A recording that hands every global `tap` to a function instead of keeping it."""
+
+    def __init__(self, fn: Tap):
+        super().__init__()
+        self.fn = fn
+
+    def add(self, stage: str, value: Any, meta: dict[str, Any]) -> None:
+        self.fn(stage, value, **meta)
+
+
+@contextlib.contextmanager
+def redirect(fn: Tap) -> Iterator[None]:
+    """Hand every global `tap` in this context to `fn` (a user's own loop, watched by a probe).
+
+    It takes the place of any open `record()` until it closes; what `fn` returns is not used (the
+    global `tap` always returns its value unchanged).
+    """
+    token = _ACTIVE.set(_Redirected(fn))
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
 
 
 @contextlib.contextmanager

@@ -21,13 +21,14 @@ from ...checks.tokens import TOKEN_CHECKS
 from ...findings import Finding
 from ...pipeline import capabilities, missing_capability
 from ..context import Context
+from ..data import measure_loader, measure_token_audio
 from ..doctor import family
-from ..gradients import measure_gradients
 from ..inputs import measure_model_inputs
-from ..lr_sweep import measure_lr_sweep
-from ..overfit import measure_overfit, overfit_at
-from ..stale import measure_loader, measure_predictions, measure_token_audio
-from ..update import measure_update
+from ..optimisation.gradients import measure_gradients
+from ..optimisation.lr_sweep import measure_lr_sweep
+from ..optimisation.overfit import measure_overfit, overfit_at
+from ..optimisation.predictions import measure_predictions
+from ..optimisation.update import measure_update
 
 __all__: list[str] = []
 

@@ -15,7 +15,7 @@ from ...pipeline import missing_capability
 from ...records.generation import GenerationMeasurement, GenerationRun
 from ..context import Context
 from ..doctor import family
-from ..generation import GenerationOutcome, measure_generation
+from ..generation.measure import GenerationOutcome, measure_generation
 
 __all__: list[str] = []
 

@@ -14,8 +14,8 @@ from ...records.numerics import NumericsMeasurement
 from ...records.precision import AmpMeasurement
 from ..context import Context
 from ..doctor import family
-from ..numerics import measure_numerics
-from ..precision import measure_precision
+from ..numerics.measure import measure_numerics
+from ..numerics.precision import measure_precision
 
 __all__: list[str] = []
 

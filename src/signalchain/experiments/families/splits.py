@@ -12,9 +12,6 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-import numpy as np
-
-from ..._tensor import to_numpy
 from ...audio.fingerprint import audio_hash, mono
 from ...audit.judge_leaks import LoaderEvidence, judge_loaders, judge_norm_stats
 from ...audit.memory import ClipAudit, audit_clips, clip_fields
@@ -22,65 +19,14 @@ from ...audit.taps import AudioTap, recover_standardisation
 from ...checks.base import make, run_check
 from ...findings import Finding
 from ...pipeline import capabilities, missing_capability
-from ...trace.vocabulary import is_audio_stage, stage_rank
 from ..context import Context
 from ..doctor import family
+from ..splits import audio_taps as _audio_taps
+from ..splits import loader_clips as _loader_clips
 
 __all__: list[str] = []
 
 CHECK = "experiments.splits"
-LAST_AUDIO = stage_rank("audio.cropped")
-
-
-class _Enough(Exception):
-    """Raised from our tap once the batch's audio is seen: the rest of the step is not needed."""
-
-
-def _loader_clips(p: Any, batch: Any, model: Any) -> list[np.ndarray] | None:
-    """The examples of one loader batch as the step sees them (the `audio.original` tap), each its
-    valid part `[C, T_i]`; None when the step taps no audio (the batch itself is opaque)."""
-    seen: list[tuple[Any, dict[str, Any]]] = []
-
-    def grab(stage: str, value: Any, **meta: Any) -> Any:
-        if stage == "audio.original":
-            seen.append((value, meta))
-            raise _Enough
-        return value
-
-    try:
-        p.step(model, batch, grab)
-    except _Enough:
-        pass
-    if seen:
-        audio = np.asarray(to_numpy(seen[0][0]), dtype=np.float32)
-        if audio.ndim == 2:
-            audio = audio[:, None, :]
-        lengths = seen[0][1].get("lengths")
-        n = [int(v) for v in to_numpy(lengths)] if lengths is not None else [audio.shape[-1]] * len(audio)
-        return [audio[i, :, : n[i]] for i in range(len(audio))]
-    return None  # the batch is opaque (DESIGN §3): without an audio tap there is nothing to compare
-
-
-def _audio_taps(p: Any, batch: Any, model: Any) -> list[AudioTap]:
-    """The audio stages of one step on `batch`, with their values; the step stops after the cropped
-    audio or at the first stage past the audio (tokens, conditions, logits): nothing later is needed."""
-    taps: list[AudioTap] = []
-    passive = ("caption", "metadata", "crop")
-
-    def grab(stage: str, value: Any, **meta: Any) -> Any:
-        if is_audio_stage(stage):
-            taps.append(AudioTap(stage, np.array(to_numpy(value), dtype=np.float32), dict(meta)))
-            if stage_rank(stage) >= LAST_AUDIO:  # the cropped audio: what follows is encoding
-                raise _Enough
-        elif taps and stage not in passive:
-            raise _Enough
-        return value
-
-    try:
-        p.step(model, batch, grab)
-    except _Enough:
-        pass
-    return taps
 
 
 def _measure_loaders(ctx: Context, audit: ClipAudit, splits: list[str], model: Any

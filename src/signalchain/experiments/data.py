@@ -1,5 +1,5 @@
-"""Stale data and predictions: a loader that repeats itself, logits that do not follow their input,
-and tokens that do not describe the audio they are paired with (a stale cache, a codebook order)."""
+"""Stale data: a loader that repeats itself, and tokens that do not describe the audio they are
+paired with (a stale cache, a codebook order). Stale predictions are optimisation/predictions.py."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ import torch
 
 from .._tensor import to_numpy
 from ..audio.features import log_mel, spectral_similarity
-from ..pipeline import as_step_output, capabilities
+from ..pipeline import capabilities
 from ..stats import as_batch_audio
 from ..trace import record, tap
 from ._outputs import call_decode, decode_takes_model
 from ._seed import seed_everything
 from .context import Context
 
-__all__ = ["measure_loader", "measure_predictions", "measure_token_audio"]
+__all__ = ["measure_loader", "measure_token_audio"]
 
 
 def _example_hashes(audio: np.ndarray) -> list[str]:
@@ -71,21 +71,6 @@ def _train_size(p: Any) -> int | None:
         return None if train is None else len(train)
     except Exception:  # a splits() that fails is the splits family's finding, not this one's
         return None
-
-
-def measure_predictions(ctx: Context, model: torch.nn.Module) -> dict[str, Any]:
-    """Logits for the golden batch and for another batch, from the same model: they must differ."""
-    p = ctx.pipeline
-    other = next(iter(p.loader("train")))
-    hashes = []
-    for batch in (ctx.batch(), other):
-        seed_everything(ctx.seed)
-        with record(stages={"tokens", "logits"}) as t, torch.no_grad():
-            out = as_step_output(p.step(model, batch, tap))
-        logits = t["logits"].summary["hash"] if "logits" in t else (
-            hashlib.sha256(out.logits.detach().cpu().numpy().tobytes()).hexdigest() if isinstance(out.logits, torch.Tensor) else None)
-        hashes.append({"tokens": t["tokens"].summary["hash"] if "tokens" in t else None, "logits": logits})
-    return {"golden": hashes[0], "other": hashes[1]}
 
 
 def measure_token_audio(ctx: Context) -> dict[str, Any] | None:

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 from scipy import signal
 
-from ..audio.features import log_mel
-from ..records.generation import NearestExample
-from ..stats import as_batch_audio
+from ...audio.features import log_mel
+from ...records.generation import NearestExample
+from ...stats import as_batch_audio
 
 __all__ = ["fingerprint", "copy_similarity", "nearest_examples", "examples_from_pipeline"]
 

@@ -34,7 +34,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ._frames import OWN_DIR, TORCH_DIR, is_ours
+from .base import Probe
+from .frames import OWN_DIR, TORCH_DIR, is_ours
 
 __all__ = ["HostReads"]
 
@@ -102,7 +103,7 @@ class _Dispatch(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
-        op = self.owner.classify(func, args, kwargs)
+        op = None if self.owner.paused else self.owner.classify(func, args, kwargs)
         if op is not None:
             self.owner.hit(op)
         return func(*args, **kwargs)
@@ -115,16 +116,17 @@ class _Function(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         name = getattr(func, "__name__", "")
-        if name in _PY_READS and not self.owner.accelerator and not self.owner.in_optimizer:
+        if name in _PY_READS and not self.owner.accelerator and not self.owner.in_optimizer and not self.owner.paused:
             if isinstance(_first_tensor(args), torch.Tensor):
                 self.owner.hit(name)  # a CPU read that dispatches no op; on a GPU it is a copy (counted below)
         return func(*args, **(kwargs or {}))
 
 
-class HostReads:
+class HostReads(Probe):
     """Counts host reads per update. Use `with reads.watch(optimizer):` around one update."""
 
     def __init__(self, accelerator: bool):
+        super().__init__()
         self.accelerator = accelerator
         self.in_optimizer = False
         self.count = 0
@@ -174,17 +176,15 @@ class HostReads:
     @contextlib.contextmanager
     def watch(self, optimizer: torch.optim.Optimizer | None) -> Iterator[None]:
         """Count inside the block; `optimizer.step()` is marked so CPU runs can leave it out."""
-        handles = []
         if optimizer is not None:
-            handles = [optimizer.register_step_pre_hook(lambda *a: self._phase(True)),
-                       optimizer.register_step_post_hook(lambda *a: self._phase(False))]
+            self.hook(optimizer.register_step_pre_hook(lambda *a: self._phase(True)))
+            self.hook(optimizer.register_step_post_hook(lambda *a: self._phase(False)))
         try:
             with _Function(self), _Dispatch(self):
                 yield
         finally:
             self.in_optimizer = False
-            for h in handles:
-                h.remove()
+            self.remove_handles()
 
     def _phase(self, inside: bool) -> None:
         self.in_optimizer = inside

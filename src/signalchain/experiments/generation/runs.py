@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..pipeline import capabilities
-from ..records.generation import GenerationRun, StopProbe
-from ..trace import Trace, record, tap
-from ._outputs import call_decode, generated_field, read_generated
-from ._seed import seed_everything
-from .generation_metrics import audio_loop, guidance_coefficient, sampler_fit, token_stats
+from ...pipeline import capabilities
+from ...records.generation import GenerationRun, StopProbe
+from ...trace import Trace, record, tap
+from .._outputs import call_decode, generated_field, read_generated
+from .._seed import seed_everything
+from .metrics import audio_loop, guidance_coefficient, sampler_fit, token_stats
 
 __all__ = ["take", "generate_once", "call_generate", "codes_of", "NEUTRAL", "stop_probe"]
 

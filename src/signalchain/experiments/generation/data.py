@@ -17,15 +17,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..audio.features import log_mel
-from ..checks._util import as_bool_mask
-from ..pipeline import capabilities
-from ..records.generation import DataVariety, PositionProbe
-from ..stats import as_batch_audio
-from ..trace import record, tap
-from ._seed import seed_everything
-from .context import Context
-from .generation_metrics import frame_entropy
+from ...audio.features import log_mel
+from ...checks._util import as_bool_mask
+from ...pipeline import capabilities
+from ...records.generation import DataVariety, PositionProbe
+from ...stats import as_batch_audio
+from ...trace import record, tap
+from .._seed import seed_everything
+from ..context import Context
+from .metrics import frame_entropy
 
 __all__ = ["measure_data_variety", "probe_positions"]
 

@@ -19,20 +19,20 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._tensor import to_numpy
-from ..pipeline import as_step_output, capabilities
-from ..records.generation import Checkpoint, GenerationMeasurement, GenerationRun
-from ..stats import as_batch_audio
-from ..trace import record, tap
-from ..trace.layout import canonical_logits
-from ._outputs import call_decode, read_generated
-from ._seed import seed_everything
-from ._train import update_step
-from .context import Context
-from .generation_data import measure_data_variety, probe_positions
-from .generation_memory import examples_from_pipeline, nearest_examples
-from .generation_metrics import logit_entropy
-from .generation_runs import NEUTRAL, codes_of, generate_once, stop_probe, take
+from ..._tensor import as_float, to_numpy
+from ...pipeline import as_step_output, capabilities
+from ...records.generation import Checkpoint, GenerationMeasurement, GenerationRun
+from ...stats import as_batch_audio
+from ...trace import record, tap
+from ...trace.layout import canonical_logits
+from .._outputs import call_decode, read_generated
+from .._seed import seed_everything
+from ..context import Context
+from ..optimisation._train import update_step
+from .data import measure_data_variety, probe_positions
+from .memory import examples_from_pipeline, nearest_examples
+from .metrics import logit_entropy
+from .runs import NEUTRAL, codes_of, generate_once, stop_probe, take
 
 __all__ = ["measure_generation", "GenerationOutcome"]
 
@@ -69,7 +69,7 @@ def _teacher_forced(ctx: Context, model: torch.nn.Module) -> tuple[float | None,
         canon = canonical_logits(np.asarray(logits), mask.shape[0], mask.shape[1])
         logits = canon if canon is not None else logits
     mask = mask if mask is not None and mask.shape == np.shape(logits)[:-1] else None
-    loss = float(out.loss.detach()) if hasattr(out.loss, "detach") else float(out.loss)
+    loss = as_float(out.loss)
     return logit_entropy(np.asarray(logits), mask), loss if math.isfinite(loss) else None
 
 

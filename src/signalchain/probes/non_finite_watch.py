@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -20,27 +20,19 @@ import torch.optim.optimizer as _optim
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..records.numerics import OpEvent
-from ._frames import user_location
+from ..trace import Tap
+from .base import Probe
+from .frames import user_location
+from .tensors import LOW_PRECISION as _LOW
+from .tensors import flat_tensors, tensor_stats, upcast
 
-__all__ = ["NonFiniteWatch", "module_paths", "tensor_stats", "flat_tensors"]
-
-_LOW = (torch.float16, torch.bfloat16)
+__all__ = ["NonFiniteWatch"]
 _KEY = "signalchain"
 # How many events of each (kind, phase) are kept: the first is what matters, a few give context.
 _QUOTA = {"born": 8, "state": 3, "fill": 2}  # born: room for dead ends before the cause
 # After the first born/state event the watch looks a little further for context, then stops: later
 # ops only carry the bad value on, and inspecting every one of them would cost more than the step.
 _CONTEXT_OPS = 40
-
-
-def flat_tensors(obj: Any) -> list[torch.Tensor]:
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, (list, tuple)):
-        return [t for o in obj for t in flat_tensors(o)]
-    if isinstance(obj, dict):
-        return [t for o in obj.values() for t in flat_tensors(o)]
-    return []
 
 
 def _indexed(args: tuple, kwargs: dict[str, Any]) -> list[tuple[int, torch.Tensor]]:
@@ -62,32 +54,6 @@ def _flags(t: torch.Tensor) -> tuple[bool, bool]:
     return bool(torch.isnan(t).any()), bool(torch.isinf(t).any())
 
 
-def tensor_stats(t: torch.Tensor) -> dict[str, Any]:
-    """Statistics of a tensor as plain numbers: range and moments of its finite values, counts of the rest."""
-    x = t.detach()
-    out: dict[str, Any] = {"dtype": str(x.dtype).removeprefix("torch."), "shape": list(x.shape), "numel": x.numel()}
-    if x.numel() and not x.is_floating_point() and not x.is_complex() and x.dtype != torch.bool:
-        out.update(int_min=int(x.min()), int_max=int(x.max()))  # targets of a loss: all ignored?
-    if not x.is_floating_point() or x.numel() == 0:
-        return out
-    x = x.float()
-    finite = torch.isfinite(x)
-    vals = x[finite]
-    out.update(nan=int(torch.isnan(x).sum()), inf=int(torch.isinf(x).sum()),
-               neg_inf=int((x == -math.inf).sum()))
-    if vals.numel():
-        out.update(min=float(vals.min()), max=float(vals.max()), mean=float(vals.mean()),
-                   abs_max=float(vals.abs().max()), zero_fraction=float((vals == 0).float().mean()),
-                   negative_fraction=float((vals < 0).float().mean()))
-    if x.dim() >= 2 and x.shape[-1] > 1:
-        rows = x.reshape(-1, x.shape[-1])
-        constant = (rows.amax(-1) == rows.amin(-1)) & torch.isfinite(rows).all(-1)
-        out["constant_rows"] = int(constant.sum())
-        out["rows"] = rows.shape[0]
-        out["all_neg_inf_rows"] = int((rows == -math.inf).all(-1).sum())
-    return out
-
-
 def _scalars(args: Any, kwargs: dict[str, Any]) -> list[Any]:
     out: list[Any] = []
     for a in list(args) + list(kwargs.values()):
@@ -105,55 +71,19 @@ def _deliberate(args: Any, kwargs: dict[str, Any]) -> bool:
     return any(isinstance(a, float) and not math.isfinite(a) for a in list(args) + list(kwargs.values()))
 
 
-def _upcast(obj: Any) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return obj.float() if obj.dtype in _LOW else obj
-    if isinstance(obj, torch.dtype):
-        return torch.float32 if obj in _LOW else obj
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_upcast(o) for o in obj)
-    return obj
-
-
-@contextlib.contextmanager
-def module_paths(stack: list[str], *roots: Any) -> Iterator[None]:
-    """Keep `stack[-1]` the dotted path of the module running now (global hooks, removed on exit)."""
-    names: dict[int, str] = {}
-    for root in roots:
-        if isinstance(root, torch.nn.Module):
-            names.update({id(m): n for n, m in root.named_modules()})
-
-    def pre(module: torch.nn.Module, args: Any) -> None:
-        stack.append(names.get(id(module), type(module).__name__))
-
-    def post(module: torch.nn.Module, args: Any, output: Any) -> None:
-        if stack:
-            stack.pop()
-
-    handles = [torch.nn.modules.module.register_module_forward_pre_hook(pre),
-               torch.nn.modules.module.register_module_forward_hook(post)]
-    try:
-        yield
-    finally:
-        for h in handles:
-            h.remove()
-
-
-class NonFiniteWatch(TorchDispatchMode):
+class NonFiniteWatch(Probe, TorchDispatchMode):
     """Use `with watch.active(model, optimizer):` around a replayed step; pass `watch.tap_wrapper(tap)`
     to the step; read `events` and `taps` afterwards."""
 
     def __init__(self, names: dict[int, str] | None = None, locations: bool = True,
                  params: dict[str, torch.Tensor] | None = None):
-        super().__init__()
+        TorchDispatchMode.__init__(self)
+        Probe.__init__(self)
         self.names = names or {}  # data_ptr -> parameter / buffer / optimizer-moment name
         self.params = params or {}  # to name gradients (they do not exist yet when the watch starts)
         self.locations = locations
         self.counter = 0
-        self.taps = 0
         self.events: list[OpEvent] = []
-        self.paused = False
-        self.modules: list[str] = []
         self.in_optimizer = False
         self.backward_seen = False
         self.failures: list[str] = []
@@ -165,6 +95,7 @@ class NonFiniteWatch(TorchDispatchMode):
         # that never reaches anything (cast to an integer, selected away) is told from the cause
         self._lineage: dict[int, tuple[OpEvent, ...]] = {}
         self.stopped = False
+        self._on_stage: Callable[[str, Any, int], None] | None = None
         self._info: dict[Any, tuple[bool, tuple[int, ...]]] = {}
 
     # ---- the phase and module path ------------------------------------------------------------
@@ -187,34 +118,35 @@ class NonFiniteWatch(TorchDispatchMode):
         def opt_post(opt: Any, args: Any, kwargs: Any) -> None:
             self.in_optimizer = False
 
-        handles = [_optim.register_optimizer_step_pre_hook(opt_pre), _optim.register_optimizer_step_post_hook(opt_post)]
+        self.hook(_optim.register_optimizer_step_pre_hook(opt_pre))
+        self.hook(_optim.register_optimizer_step_post_hook(opt_post))
         try:
-            with module_paths(self.modules, *roots), self:
+            with self.tracking_modules(*roots), self:
                 yield self
         finally:
             self._flush()
             self.finish()
-            for h in handles:
-                h.remove()
+            self.remove_handles()
 
-    def tap_wrapper(self, inner: Any, on_tap: Any) -> Any:
-        """A `tap` that counts stages (an op's stage is a tap after it) and hands values to `on_tap`."""
+    #: The step's own tap (a user's, in the Monitor's replay) runs watched: its ops are the step's.
+    watch_inner = True
 
-        def watched_tap(stage: str, value: Any, /, **meta: Any) -> Any:
-            self._flush()
-            self.counter += 1
-            self.taps += 1
-            self.paused = True  # our own checks are not the pipeline's ops
-            try:
-                self._reach(stage, value)
-                on_tap(stage, value, self.counter)
-            except Exception as exc:  # never break the step we watch
-                self.failures.append(f"tap {stage}: {type(exc).__name__}: {exc}")
-            finally:
-                self.paused = False
-            return inner(stage, value, **meta)
+    def tap_wrapper(self, inner: Tap | None = None,  # type: ignore[override]
+                    on_stage: Callable[[str, Any, int], None] | None = None) -> Tap:
+        """A `tap` that counts stages (an op's stage is a tap after it) and hands each value, with
+        its order among the watch's events, to `on_stage`."""
+        self._on_stage = on_stage
+        return super().tap_wrapper(inner)
 
-        return watched_tap
+    def on_tap(self, stage: str, value: Any) -> None:
+        self._flush()
+        self.counter += 1
+        try:
+            self._reach(stage, value)
+            if self._on_stage is not None:
+                self._on_stage(stage, value, self.counter)
+        except Exception as exc:  # never break the step we watch
+            self.failures.append(f"tap {stage}: {type(exc).__name__}: {exc}")
 
     def _reach(self, stage: str, value: Any) -> None:
         """A tapped value that carries a born event's non-finite values: that event reached `stage`."""
@@ -386,7 +318,7 @@ class NonFiniteWatch(TorchDispatchMode):
             ev.location = user_location()
         if kind == "born" and first.dtype in _LOW and not inplace:
             try:
-                again = func(*_upcast(args), **{k: _upcast(v) for k, v in kwargs.items()})
+                again = func(*upcast(args), **{k: upcast(v) for k, v in kwargs.items()})
                 ev.fp32_finite = all(bool(torch.isfinite(t).all()) for t in _floats(again))
             except Exception:
                 ev.fp32_finite = None

@@ -14,8 +14,10 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ._frames import user_location
-from ._watch import _upcast, flat_tensors
+from .base import Probe
+from .frames import user_location
+from .tensors import flat_tensors
+from .tensors import upcast as _upcast
 
 __all__ = ["OpRecorder", "RecordedOp"]
 
@@ -27,32 +29,22 @@ class RecordedOp:
         self.op, self.module, self.value, self.dtype, self.location = op, module, value, dtype, location
 
 
-class OpRecorder(TorchDispatchMode):
+class OpRecorder(Probe, TorchDispatchMode):
     """upcast: run in float32. span (lo, hi): keep the float outputs of the ops made while `lo <= taps
-    made so far < hi` — after tap number lo, up to tap number hi (1-based) — at most `limit` of them."""
+    made so far < hi` — after tap number lo, up to tap number hi (1-based) — at most `limit` of them.
+
+    Use `with rec.tracking_modules(model), rec:` around the step, `rec.tap_wrapper(inner)` as its tap
+    (the inner tap, signalchain's own recorder, runs paused)."""
 
     def __init__(self, upcast: bool = False, span: tuple[int, int] | None = None, limit: int = 4000,
                  locations: bool = False):
-        super().__init__()
+        TorchDispatchMode.__init__(self)
+        Probe.__init__(self)
         self.upcast = upcast
         self.span = span
         self.limit = limit
         self.locations = locations
-        self.taps = 0
         self.ops: list[RecordedOp] = []
-        self.modules: list[str] = []
-        self.paused = False
-
-    def tap_wrapper(self, inner: Any) -> Any:
-        def counted_tap(stage: str, value: Any, /, **meta: Any) -> Any:
-            self.taps += 1
-            self.paused = True
-            try:
-                return inner(stage, value, **meta)
-            finally:
-                self.paused = False
-
-        return counted_tap
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}

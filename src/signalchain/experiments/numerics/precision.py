@@ -21,18 +21,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..findings import jsonable
-from ..golden.compare import Tolerance, compare_traces
-from ..pipeline import capabilities
-from ..records.precision import AmpMeasurement, AmpStep, OpDivergence
-from ..trace import StageRecord, Trace
-from ._fp32 import OpRecorder, RecordedOp
-from ._seed import seed_everything
-from ._train import autocast_for, total_grad_norm, update_step
-from ._watch import module_paths
-from .context import Context
+from ..._tensor import as_float
+from ...findings import jsonable
+from ...golden.compare import Tolerance, compare_traces
+from ...pipeline import Pipeline, capabilities
+from ...probes.op_recorder import OpRecorder, RecordedOp
+from ...records.precision import AmpMeasurement, AmpStep, OpDivergence
+from ...trace import StageRecord, Trace
+from .._seed import seed_everything
+from ..context import Context
+from ..optimisation._train import autocast_for, total_grad_norm, update_step
 from .locate import forward_backward, locate
-from .numerics import numerics_report_of
+from .measure import numerics_report_of
 from .state import Snapshot
 
 __all__ = ["measure_precision", "precision_tolerance", "compare_precision"]
@@ -82,10 +82,9 @@ def measure_precision(ctx: Context) -> AmpMeasurement:
 
     def grab(stage: str, value: Any, /, **meta: Any) -> Any:
         if stage in ("grad.norm", "loss") and stage not in grabbed:
-            try:
-                grabbed[stage] = float(value.detach()) if isinstance(value, torch.Tensor) else float(value)
-            except (TypeError, ValueError, RuntimeError):
-                pass
+            v = as_float(value, None)
+            if v is not None:
+                grabbed[stage] = v
         return value
 
     for _ in range(ctx.budget.amp_steps):
@@ -100,7 +99,7 @@ def measure_precision(ctx: Context) -> AmpMeasurement:
             break
         s1 = _scale(scaler)
         moved = not torch.equal(before, _fingerprint(model))
-        loss = grabbed.get("loss", float(out.loss.detach().float()) if isinstance(out.loss, torch.Tensor) else None)
+        loss = grabbed.get("loss", as_float(out.loss) if isinstance(out.loss, torch.Tensor) else None)
         skipped = (s1 < s0) if (s0 is not None and s1 is not None) else not moved
         report.steps.append(AmpStep(s0, s1, loss, grabbed.get("grad.norm"), bool(skipped), moved))
 
@@ -165,7 +164,7 @@ class _Values:
         return value
 
 
-def _run(p: Any, model: torch.nn.Module, batch: Any, seed: int, upcast: bool, span: tuple[int, int] | None = None,
+def _run(p: Pipeline, model: torch.nn.Module, batch: Any, seed: int, upcast: bool, span: tuple[int, int] | None = None,
          locations: bool = False) -> tuple[Trace, list[RecordedOp]]:
     rec = OpRecorder(upcast=upcast, span=span, locations=locations)
     values = _Values()
@@ -174,12 +173,12 @@ def _run(p: Any, model: torch.nn.Module, batch: Any, seed: int, upcast: bool, sp
     autocast = autocast_for(model, None if own else dtype)
     seed_everything(seed)
     model.train()  # the mode the run trains in (dropout is seeded)
-    with torch.no_grad(), module_paths(rec.modules, model), rec, autocast:
+    with torch.no_grad(), rec.tracking_modules(model), rec, autocast:
         p.step(model, batch, rec.tap_wrapper(values))
     return Trace(values.records), rec.ops
 
 
-def compare_precision(p: Any, model: torch.nn.Module, batch: Any, report: AmpMeasurement, seed: int) -> None:
+def compare_precision(p: Pipeline, model: torch.nn.Module, batch: Any, report: AmpMeasurement, seed: int) -> None:
     """Fill `stage_errors`, `comparison`, `first_divergence` and `op_divergence` of `report`."""
     low, _ = _run(p, model, batch, seed, upcast=False)
     full, _ = _run(p, model, batch, seed, upcast=True)

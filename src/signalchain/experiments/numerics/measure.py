@@ -10,18 +10,19 @@ the family costs a few plain updates.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 
-from ..records.numerics import NumericsMeasurement
-from ._seed import seed_everything
-from ._train import update_step
-from .context import Context
+from ..._tensor import as_float
+from ...probes.step_probe import StepProbe
+from ...records.numerics import NumericsMeasurement
+from .._seed import seed_everything
+from ..context import Context
+from ..optimisation._train import update_step
 from .locate import locate
 from .state import Snapshot, scan_state
 
-__all__ = ["measure_numerics", "StepProbe", "numerics_report_of"]
+__all__ = ["measure_numerics", "numerics_report_of"]
 
 _SHARED = "_numerics_report"  # kept on the Context so that the precision family can reuse the replay
 
@@ -30,38 +31,6 @@ def numerics_report_of(ctx: Context) -> NumericsMeasurement | None:
     """This doctor run's numerics report, if the numerics family ran (the precision family reuses its
     replay of update 0 instead of paying for it again: a float16 step on a CPU is slow)."""
     return ctx.__dict__.get(_SHARED)
-
-
-class StepProbe:
-    """What one update shows for almost nothing: the tapped loss and grad norm, the gradients' finiteness
-    right before the optimizer step, and the scale (a falling scale = a skipped step)."""
-
-    def __init__(self, optimizer: Any):
-        self.loss: float | None = None
-        self.grad_norm: float | None = None
-        self.grads_finite: bool | None = None
-        self._handle = optimizer.register_step_pre_hook(self._pre_step)
-
-    def tap(self, stage: str, value: Any, /, **meta: Any) -> Any:
-        if stage in ("loss", "grad.norm"):
-            try:
-                v = float(value.detach().float()) if isinstance(value, torch.Tensor) else float(value)
-            except (TypeError, ValueError, RuntimeError):
-                return value
-            if stage == "loss" and self.loss is None:
-                self.loss = v
-            elif stage == "grad.norm":
-                self.grad_norm = v
-        return value
-
-    def _pre_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        grads = [q.grad for g in optimizer.param_groups for q in g["params"] if q.grad is not None]
-        if grads:
-            norms = torch._foreach_norm(grads)
-            self.grads_finite = bool(torch.isfinite(torch.stack(norms).sum()))
-
-    def close(self) -> None:
-        self._handle.remove()
 
 
 def _params_finite(model: torch.nn.Module) -> bool:
@@ -83,7 +52,7 @@ def measure_numerics(ctx: Context) -> NumericsMeasurement:
         seed_everything(ctx.seed)
         try:
             out = update_step(p, model, optimizer, batch, probe.tap)
-            loss = probe.loss if probe.loss is not None else float(out.loss.detach().float())
+            loss = probe.loss if probe.loss is not None else as_float(out.loss)
             trigger = None
             if not math.isfinite(loss):
                 trigger = "loss"

@@ -7,12 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from ..checks._util import unigram_entropy
-from ..records.optimisation import CurveMeasurement
-from ..trace.layout import read_layout
-from ._seed import seed_everything
+from ..._tensor import as_float
+from ...checks._util import unigram_entropy
+from ...records.optimisation import CurveMeasurement
+from ...trace.layout import read_layout
+from .._seed import seed_everything
+from ..context import Context
 from ._train import regularisation_off, update_step
-from .context import Context
 
 __all__ = ["measure_overfit", "overfit_at"]
 
@@ -42,7 +43,7 @@ def measure_overfit(ctx: Context) -> CurveMeasurement:
         except Exception as exc:  # the run under test may crash: that is a result, not our crash
             error = f"{type(exc).__name__}: {exc}"
             break
-        loss = float(out.loss.detach()) if hasattr(out.loss, "detach") else float(out.loss)
+        loss = as_float(out.loss)
         losses.append(loss)
         lrs.append(max(float(g["lr"]) for g in optimizer.param_groups))
         if not math.isfinite(loss):

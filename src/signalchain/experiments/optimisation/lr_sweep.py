@@ -13,11 +13,12 @@ import math
 import numpy as np
 import torch
 
-from ..pipeline import as_step_output
-from ..records.optimisation import SweepMeasurement
-from ._seed import seed_everything
+from ..._tensor import as_float
+from ...pipeline import as_step_output
+from ...records.optimisation import SweepMeasurement
+from .._seed import seed_everything
+from ..context import Context
 from ._train import configured_lrs, no_tap, regularisation_off, total_grad_norm
-from .context import Context
 
 __all__ = ["measure_lr_sweep", "train_at"]
 
@@ -43,7 +44,7 @@ def train_at(ctx: Context, state: dict, lr: float, steps: int, norms: list[float
     seed_everything(ctx.seed)
     for _ in range(steps + 1):
         out = as_step_output(p.step(model, ctx.batch(), no_tap))
-        loss = float(out.loss.detach())
+        loss = as_float(out.loss)
         losses.append(loss)
         if len(losses) == steps + 1 or not math.isfinite(loss) or not out.loss.requires_grad:
             break

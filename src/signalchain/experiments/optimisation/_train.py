@@ -7,7 +7,8 @@ from typing import Any
 
 import torch
 
-from ..pipeline import StepOutput, as_step_output, capabilities
+from ...pipeline import Pipeline, StepOutput, as_step_output, capabilities
+from ...trace import Tap
 
 __all__ = ["update_step", "regularisation_off", "configured_lrs", "no_tap", "norm_of", "total_grad_norm"]
 
@@ -24,8 +25,8 @@ def autocast_for(model: torch.nn.Module, dtype: Any) -> Any:
     return torch.autocast(first.device.type if first is not None else "cpu", dtype=dtype)
 
 
-def update_step(pipeline: Any, model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Any,
-                tap: Any = no_tap) -> StepOutput:
+def update_step(pipeline: Pipeline, model: torch.nn.Module, optimizer: torch.optim.Optimizer, batch: Any,
+                tap: Tap = no_tap) -> StepOutput:
     """`train_step` when the pipeline has one (its own backward, clipping, scaler and schedule);
     else forward, backward (scaled when the pipeline names a scaler), step and zero_grad."""
     if "train_step" in capabilities(pipeline):

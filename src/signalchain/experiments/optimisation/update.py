@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from ..records.optimisation import UpdateMeasurement
-from ._seed import seed_everything
+from ...records.optimisation import UpdateMeasurement
+from .._seed import seed_everything
+from ..context import Context
 from ._train import configured_lrs, update_step
-from .context import Context
 
 __all__ = ["measure_update"]
 

@@ -16,8 +16,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from ..records.optimisation import GraphBreak
-from ._frames import user_location
-from ._watch import flat_tensors
+from .base import Probe
+from .frames import user_location
+from .tensors import flat_tensors
 
 __all__ = ["GraphWatch"]
 
@@ -25,28 +26,32 @@ _INT_CASTS = {"long", "int", "short", "char", "byte", "bool"}
 _LEAVE = {"numpy", "item", "tolist", "__array__"}
 
 
-class GraphWatch(TorchFunctionMode):
-    """Use as a context manager around a forward pass; read `breaks` afterwards."""
+class GraphWatch(Probe, TorchFunctionMode):
+    """Use as a context manager around a forward pass, with `tap_wrapper(tap)` as the step's tap (the
+    inner tap runs paused: recording copies values out of the graph, and that is ours, not a break);
+    read `breaks` and `stage_order` afterwards."""
 
     def __init__(self) -> None:
-        super().__init__()
+        TorchFunctionMode.__init__(self)
+        Probe.__init__(self)
         self.counter = 0
+        self.stage_order: dict[str, int] = {}  # stage -> the event counter at its first tap
         self.stage_index = 0
         self.stage_names: list[str] = []
         self.breaks: list[GraphBreak] = []
         self._detached: dict[int, GraphBreak] = {}
         self._taint: dict[int, tuple[GraphBreak, ...]] = {}  # tensor id -> breaks it descends from
         self._keep: list[torch.Tensor] = []
-        self.paused = False  # set while signalchain's own tap copies values out of the graph
 
     def tick(self) -> int:
         self.counter += 1
         return self.counter
 
     def on_tap(self, stage: str, value: Any) -> None:
-        """Called by the tap wrapper. A break is placed at the first tapped value it cut completely
+        """Called by the tap wrapper (paused). A break is placed at the first tapped value it cut completely
         (the value descends from the break and no longer requires grad); a break whose values still
         carry a gradient through other paths stays at "grad" (set by the judge)."""
+        self.stage_order.setdefault(stage, self.tick())
         self.stage_names.append(stage)
         for t in flat_tensors(value):
             for brk in self._taint.get(id(t), ()):

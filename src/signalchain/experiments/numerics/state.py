@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..records.numerics import StateIssue, StateScan
+from ...records.numerics import StateIssue, StateScan
 
 __all__ = ["scan_state", "scan_batch", "state_names", "moment_name", "Snapshot", "HUGE"]
 

@@ -9,27 +9,28 @@ everything recorded before the exception.
 
 from __future__ import annotations
 
-import contextlib
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
-from ..pipeline import as_step_output, capabilities
-from ..records.numerics import LocateMeasurement, StageStatus
-from ..trace.recorder import _ACTIVE, Recording
-from ._frames import TORCH_DIR
-from ._train import autocast_for, no_tap, update_step
-from ._watch import NonFiniteWatch
+from ..._tensor import as_float
+from ...pipeline import Pipeline, as_step_output, capabilities
+from ...probes.frames import TORCH_DIR
+from ...probes.non_finite_watch import NonFiniteWatch
+from ...probes.stage_watch import StageWatch
+from ...records.numerics import LocateMeasurement
+from ...trace import Tap, redirect
+from ..optimisation._train import autocast_for, no_tap, update_step
 from .state import scan_batch, state_names
 
-__all__ = ["locate", "forward_backward", "StageWatch"]
+__all__ = ["locate", "forward_backward"]
 
 
-def forward_backward(pipeline: Any, model: torch.nn.Module, batch: Any, tap: Any = no_tap) -> Any:
+def forward_backward(pipeline: Pipeline, model: torch.nn.Module, batch: Any, tap: Tap = no_tap) -> Any:
     """Forward and a plain (unscaled) backward, autocast as `update_step` would."""
     model.train()
     dtype = getattr(pipeline, "amp_dtype", None)
@@ -39,96 +40,6 @@ def forward_backward(pipeline: Any, model: torch.nn.Module, batch: Any, tap: Any
     if isinstance(out.loss, torch.Tensor) and out.loss.requires_grad:
         out.loss.backward()
     return out
-
-
-class StageWatch:
-    """Each tapped value: finite or not, where, per batch row; boolean masks kept for the loss-mask rule."""
-
-    def __init__(self, phase: Callable[[], str] | None = None) -> None:
-        self.phase = phase
-        self.stages: list[StageStatus] = []
-        self.masks: dict[str, np.ndarray] = {}
-        self._bad: dict[str, np.ndarray] = {}  # stage -> bool array of non-finite positions
-        self._counts: dict[str, int] = {}
-
-    def __call__(self, stage: str, value: Any, order: int) -> None:
-        n = self._counts.get(stage, 0)
-        self._counts[stage] = n + 1
-        name = stage if n == 0 else f"{stage}#{n}"
-        x = _as_tensor(value)
-        st = StageStatus(name=name, order=order, kind="other", phase=self.phase() if self.phase else "forward")
-        self.stages.append(st)
-        if x is None:
-            return
-        if x.dtype == torch.bool:
-            self.masks[name] = x.cpu().numpy().copy()
-            return
-        if not x.is_floating_point():
-            return
-        st.kind, st.numel = "float", x.numel()
-        if x.numel() == 0:
-            return
-        finite = bool(torch.isfinite(x.sum(dtype=torch.float32)))
-        if not finite:
-            ok = torch.isfinite(x)
-            st.nan, st.inf = int(torch.isnan(x).sum()), int(torch.isinf(x).sum())
-            finite = (st.nan + st.inf) == 0
-            if not finite:
-                self._bad[name] = (~ok).cpu().numpy()
-                if x.dim() >= 1:
-                    rows = (~ok).reshape(x.shape[0], -1)
-                    st.examples = [int(i) for i in torch.nonzero(rows.any(1)).flatten()[:16]]
-                    st.all_bad_examples = [int(i) for i in torch.nonzero(rows.all(1)).flatten()[:16]]
-                vals = x[ok].float()
-                if vals.numel():
-                    st.stats = {"min": float(vals.min()), "max": float(vals.max()), "abs_max": float(vals.abs().max())}
-        if x.dim() >= 2:
-            a = x.detach().float().abs()
-            if not finite:
-                a = torch.where(torch.isfinite(a), a, torch.zeros((), dtype=a.dtype))
-            st.row_abs_max = [float(v) for v in a.reshape(x.shape[0], -1).amax(1)[:64]]
-
-    def judge_masks(self, loss_mask: np.ndarray | None) -> None:
-        """Non-finite values only where the loss mask is False are deliberate (AudioCraft fills them)."""
-        mask = self.masks.get("mask.loss", loss_mask)
-        if mask is None:
-            return
-        for st in self.stages:
-            bad = self._bad.get(st.name)
-            if bad is None or bad.ndim < mask.ndim or tuple(bad.shape[: mask.ndim]) != tuple(mask.shape):
-                continue
-            under = bad.reshape(*mask.shape, -1).any(-1) & mask.astype(bool)
-            st.masked_out_only = not bool(under.any())
-
-
-class _Forwarding(Recording):
-    """A recording that hands every global `tap` to the watch instead of keeping it."""
-
-    def __init__(self, fn: Callable[..., Any]):
-        super().__init__()
-        self.fn = fn
-
-    def add(self, stage: str, value: Any, meta: dict[str, Any]) -> None:
-        self.fn(stage, value, **meta)
-
-
-@contextlib.contextmanager
-def _global_taps(fn: Callable[..., Any]) -> Iterator[None]:
-    token = _ACTIVE.set(_Forwarding(fn))
-    try:
-        yield
-    finally:
-        _ACTIVE.reset(token)
-
-
-def _as_tensor(value: Any) -> torch.Tensor | None:
-    if isinstance(value, torch.Tensor):
-        return value.detach()  # checked where it lives; only masks and bad positions come to the host
-    if isinstance(value, np.ndarray) and value.dtype.kind in "fb":
-        return torch.from_numpy(np.ascontiguousarray(value))
-    if isinstance(value, float):
-        return torch.tensor(value, dtype=torch.float64)
-    return None
 
 
 def _where(exc: BaseException) -> str:
@@ -158,8 +69,8 @@ def _place(report: LocateMeasurement) -> None:
         ev.stage = pick.name if pick else None
 
 
-def locate(pipeline: Any, model: torch.nn.Module, batch: Any, optimizer: Any = None, *,
-           restore: Callable[[], None] | None = None, tap: Any = no_tap,
+def locate(pipeline: Pipeline | None, model: torch.nn.Module, batch: Any, optimizer: Any = None, *,
+           restore: Callable[[], None] | None = None, tap: Tap = no_tap,
            step: Callable[[torch.nn.Module, Any], Any] | None = None) -> LocateMeasurement:
     """Replay one step on `batch` under the watch and report every first non-finite value.
 
@@ -175,26 +86,22 @@ def locate(pipeline: Any, model: torch.nn.Module, batch: Any, optimizer: Any = N
     stages = StageWatch(lambda: "after backward" if watch.backward_seen else "forward")
     watched_tap = watch.tap_wrapper(tap, stages)
     grads_bad: list[str] = []
-    hooks = []
 
     def grad_hook(q: torch.Tensor, name: str) -> None:
-        watch.paused = True  # our check is not one of the step's ops
-        try:
+        with watch.ours():  # our check is not one of the step's ops
             if q.grad is not None and not bool(torch.isfinite(q.grad.sum(dtype=torch.float32))):
                 grads_bad.append(name)
-        finally:
-            watch.paused = False
 
     for name, q in model.named_parameters():
-        if q.requires_grad:
-            hooks.append(q.register_post_accumulate_grad_hook(lambda q, name=name: grad_hook(q, name)))
+        if q.requires_grad:  # removed with the watch's own hooks when `active` ends
+            watch.hook(q.register_post_accumulate_grad_hook(lambda q, name=name: grad_hook(q, name)))
     out: Any = None
     error = None
     scaled = optimizer is not None and getattr(pipeline, "scaler", None) is not None
     try:
         with watch.active(model):
             if step is not None:  # a user's loop: its code taps through the global `tap`
-                with _global_taps(watched_tap):
+                with redirect(watched_tap):
                     out = as_step_output(step(model, batch))
                 if isinstance(out.loss, torch.Tensor) and out.loss.requires_grad:
                     out.loss.backward()
@@ -207,8 +114,7 @@ def locate(pipeline: Any, model: torch.nn.Module, batch: Any, optimizer: Any = N
     except Exception as exc:  # the step may refuse the bad value it made: keep what was seen before
         error = _where(exc)
     finally:
-        for h in hooks:
-            h.remove()
+        watch.remove_handles()  # also when `active` was never entered
     loss = _loss_value(out)
     if loss is not None and "loss" not in {s.name for s in stages.stages}:
         watched_tap("loss", torch.tensor(loss))  # a pipeline that does not tap its loss still gets it judged
@@ -230,14 +136,10 @@ def locate(pipeline: Any, model: torch.nn.Module, batch: Any, optimizer: Any = N
 def _loss_value(out: Any) -> float | None:
     if out is None:
         return None
-    loss = out.loss
-    try:
-        return float(loss.detach().float()) if isinstance(loss, torch.Tensor) else float(loss)
-    except (TypeError, ValueError, RuntimeError):
-        return None
+    return as_float(out.loss, None)
 
 
-def _unscaled_probe(pipeline: Any, model: torch.nn.Module, batch: Any, restore: Callable[[], None] | None) -> bool | None:
+def _unscaled_probe(pipeline: Pipeline, model: torch.nn.Module, batch: Any, restore: Callable[[], None] | None) -> bool | None:
     """The same forward and backward at scale 1: are the gradients themselves finite?"""
     if restore is not None:
         restore()

@@ -20,13 +20,13 @@ from typing import Any
 
 import torch
 
-from ..pipeline import as_step_output
-from ..records.optimisation import GradientMeasurement, ParamGrad
-from ..trace import record, tap
-from ._graph import GraphWatch
-from ._seed import seed_everything
-from ._watch import flat_tensors
-from .context import Context
+from ...pipeline import as_step_output
+from ...probes.graph_watch import GraphWatch
+from ...probes.tensors import flat_tensors
+from ...records.optimisation import GradientMeasurement, ParamGrad
+from ...trace import record, tap
+from .._seed import seed_everything
+from ..context import Context
 
 __all__ = ["measure_gradients"]
 
@@ -78,7 +78,6 @@ def measure_gradients(ctx: Context) -> GradientMeasurement:
     first_forward: dict[str, int] = {}
     grad_enabled: dict[str, bool] = {}
     produced: dict[int, Any] = {}  # storage of a module output -> its autograd node (latest)
-    stage_order: dict[str, int] = {}
     names = {m: n for n, m in model.named_modules()}
 
     def hook(module: torch.nn.Module, inputs: Any, output: Any) -> None:
@@ -90,25 +89,14 @@ def measure_gradients(ctx: Context) -> GradientMeasurement:
             if t.grad_fn is not None and (ptr := _storage(t)) is not None:
                 produced[ptr] = t.grad_fn
 
-    handles = [m.register_forward_hook(hook) for m in model.modules()]
-
-    def watched_tap(stage: str, value: Any, /, **meta: Any) -> Any:
-        stage_order.setdefault(stage, watch.tick())
-        watch.on_tap(stage, value)
-        watch.paused = True  # recording copies the value to numpy: that is ours, not a break
-        try:
-            return tap(stage, value, **meta)
-        finally:
-            watch.paused = False
+    for m in model.modules():
+        watch.hook(m.register_forward_hook(hook))
 
     model.train()
     seed_everything(ctx.seed)
-    try:
+    with watch.attached():
         with record(values=False) as trace, watch:
-            out = as_step_output(p.step(model, ctx.batch(), watched_tap))
-    finally:
-        for h in handles:
-            h.remove()
+            out = as_step_output(p.step(model, ctx.batch(), watch.tap_wrapper(tap)))
     loss = out.loss
     is_tensor = isinstance(loss, torch.Tensor)
     requires = bool(is_tensor and loss.requires_grad and loss.grad_fn is not None)
@@ -162,4 +150,4 @@ def measure_gradients(ctx: Context) -> GradientMeasurement:
     stage_grad = {r.name: bool(r.meta["requires_grad"]) for r in trace if "requires_grad" in r.meta}
     return GradientMeasurement(loss_is_tensor=is_tensor, loss_requires_grad=requires, loss_depends_on_logits=depends,
                           params=params, breaks=watch.breaks, stage_requires_grad=stage_grad, stages=trace.names(),
-                          stage_order=stage_order, depends_via=via)
+                          stage_order=watch.stage_order, depends_via=via)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..audio.features import log_mel
-from ..records.generation import SamplerFit, TokenStats
+from ...audio.features import log_mel
+from ...records.generation import SamplerFit, TokenStats
 
 __all__ = ["token_stats", "sampler_fit", "guidance_coefficient", "frame_entropy", "audio_loop",
            "logit_entropy"]

@@ -1,0 +1,7 @@
+"""Layer 2: the torch probes, on one `Probe` base (probes/base.py), one file per probe, and `collect`.
+
+Probes watch a step they do not own: `NonFiniteWatch` (the first non-finite op), `StageWatch`
+(each tapped value's finiteness), `GraphWatch` (graph breaks), `HostReads` (host synchronisations),
+`OpRecorder` (a step's ops, optionally upcast to float32) and `StepProbe` (one update's loss, grad
+norm and gradient finiteness). They import records and the trace, never experiments or checks.
+"""

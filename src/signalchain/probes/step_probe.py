@@ -1,0 +1,47 @@
+"""`StepProbe`: what one update shows for almost nothing, the way the Monitor watches a user's loop.
+
+The tapped loss and grad norm, the gradients' finiteness right before the optimizer step, and
+(read by the caller) the scale: a falling scale is a skipped step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .._tensor import as_float
+from .base import Probe
+
+__all__ = ["StepProbe"]
+
+
+class StepProbe(Probe):
+    """Pass `probe.tap` to one update; read `loss`, `grad_norm`, `grads_finite`; `close()` after."""
+
+    def __init__(self, optimizer: Any):
+        super().__init__()
+        self.loss: float | None = None
+        self.grad_norm: float | None = None
+        self.grads_finite: bool | None = None
+        self.hook(optimizer.register_step_pre_hook(self._pre_step))
+        self.tap = self.tap_wrapper()
+
+    def on_tap(self, stage: str, value: Any) -> None:
+        if stage in ("loss", "grad.norm"):
+            v = as_float(value, None)
+            if v is None:
+                return
+            if stage == "loss" and self.loss is None:
+                self.loss = v
+            elif stage == "grad.norm":
+                self.grad_norm = v
+
+    def _pre_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        grads = [q.grad for g in optimizer.param_groups for q in g["params"] if q.grad is not None]
+        if grads:
+            norms = torch._foreach_norm(grads)
+            self.grads_finite = bool(torch.isfinite(torch.stack(norms).sum()))
+
+    def close(self) -> None:
+        self.remove_handles()
