@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from signalchain.audio.measure import measure_file, wav_header
 from signalchain.checks.output import judge_decoder, judge_file, judge_route
-from signalchain.experiments.output import measure_file, wav_header
 from signalchain.records.output import DecoderProbe, RouteMeasurement
 
 SR = 16000

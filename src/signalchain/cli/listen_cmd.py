@@ -14,10 +14,10 @@ from rich.table import Table
 from ..audio._files import PathState, check_path, display_path, list_files
 from ..audio.fingerprint import MAX_RATE, MIN_RATE
 from ..audio.io import claimed_frames, read_audio
+from ..audio.measure import measure_file
 from ..checks.base import make, run_check
 from ..checks.output import judge_file
 from ..errors import SignalchainError, UsageError
-from ..experiments.output import measure_file
 from ..findings import Finding
 from ..records.output import FileMeasurement
 from ..report import console
