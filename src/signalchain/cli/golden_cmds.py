@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
 
 from ..checks.golden import divergence_findings
 from ..errors import PipelineError, UsageError
 from ..experiments.capture import run_golden
 from ..findings import Finding, Severity
 from ..golden import (
+    Golden,
     Tolerance,
     check_target,
     collect_provenance,
@@ -139,7 +141,7 @@ def capture(pipeline: str | None, out: str, seed: int, faults: tuple[str, ...], 
     return code
 
 
-def _rerun(g: Any, pipeline: str | None, faults: tuple[str, ...], con: Any) -> tuple[Trace, str, dict[str, Any]]:
+def _rerun(g: Golden, pipeline: str | None, faults: tuple[str, ...], con: Console) -> tuple[Trace, str, dict[str, Any]]:
     """Re-run the chosen pipeline on the golden batch; say which one ran and why that one."""
     if pipeline:
         source = "--pipeline"
