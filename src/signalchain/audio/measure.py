@@ -6,6 +6,7 @@ denormal share, and float data re-read as 16-bit PCM when the header may lie).
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ import numpy as np
 from ..errors import SignalchainError
 from ..records.output import FileMeasurement
 from ..stats import audio_example_summary
+from ._files import open_regular
+from ._riff import WavClaim, wav_claim
 from .io import AudioFile, read_audio
 
 __all__ = ["decode_file", "measure_file", "wav_header"]
@@ -29,41 +32,30 @@ def decode_file(path: str | Path) -> tuple[AudioFile | None, str | None]:
         return None, str(exc).split(": ", 1)[-1]
 
 
-def wav_header(path: str | Path) -> dict[str, Any] | None:
-    """The fmt and data chunks of a RIFF/WAVE file: what a player believes about its bytes."""
+def wav_header(path: str | Path) -> WavClaim | None:
+    """What the RIFF/RIFX/RF64 header of the WAV file at `path` claims (None when it is not one,
+    or cannot be opened): what a player believes about its bytes."""
     try:
-        with open(path, "rb") as f:
-            head = f.read(12)
-            if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
-                return None
-            out: dict[str, Any] = {}
-            while True:
-                chunk = f.read(8)
-                if len(chunk) < 8:
-                    return out or None
-                cid, size = chunk[:4], struct.unpack("<I", chunk[4:])[0]
-                if cid == b"fmt ":
-                    fmt = f.read(size)
-                    tag, ch, rate, _, align, bits = struct.unpack("<HHIIHH", fmt[:16])
-                    out.update(format_tag=tag, channels=ch, rate=rate, block_align=align, bits=bits)
-                elif cid == b"data":
-                    out.update(data_offset=f.tell(), data_bytes=size)
-                    return out
-                else:
-                    f.seek(size + (size & 1), 1)
+        fd = open_regular(path)
+    except SignalchainError:
+        return None
+    try:
+        return wav_claim(fd, os.fstat(fd).st_size)
     except (OSError, struct.error):
         return None
+    finally:
+        os.close(fd)
 
 
-def _reread_as_pcm16(path: str | Path, header: dict[str, Any]) -> dict[str, Any]:
+def _reread_as_pcm16(path: str | Path, header: WavClaim) -> dict[str, Any]:
     """The data chunk read as interleaved 16-bit PCM: plausible audio means the header lied."""
     with open(path, "rb") as f:
-        f.seek(header["data_offset"])
-        raw = f.read(min(header["data_bytes"], 16_000_000))
+        f.seek(header.data_offset)
+        raw = f.read(min(header.data_bytes, 16_000_000))
     x = np.frombuffer(raw[: len(raw) // 2 * 2], dtype="<i2").astype(np.float64) / 32768.0
-    ch = max(1, int(header.get("channels", 1)))
+    ch = max(1, int(header.channels))
     x = x[: len(x) // ch * ch].reshape(-1, ch).T
-    s = audio_example_summary(x, header.get("rate"))
+    s = audio_example_summary(x, header.sample_rate)
     plausible = bool(x.size) and s["rms_dbfs"] > -70 and s["clipping_fraction"] < 0.01
     return {"as": "PCM_16", "rms_dbfs": s["rms_dbfs"], "peak": s["peak"], "plausible": plausible}
 
@@ -81,6 +73,7 @@ def measure_file(path: str | Path) -> FileMeasurement:
                           channels=af.channels, frames=af.frames, stats=audio_example_summary(x, af.sample_rate),
                           denormal_share=float((nonzero < 1e-30).mean()) if nonzero.size else 0.0)
     header = wav_header(path) if af.format == "WAV" else None
-    if header and "data_offset" in header and header.get("format_tag") in (3, 0xFFFE) and header.get("bits") == 32:
+    # little-endian RIFF only: 16-bit PCM bytes under a 32-bit float header (a byte edit, a wrong writer flag)
+    if header is not None and header.container == b"RIFF" and header.format_tag in (3, 0xFFFE) and header.bits == 32:
         rep.reread = _reread_as_pcm16(path, header)
     return rep
