@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from signalchain.audio.io import MAX_SAMPLES_PER_BYTE, read_audio
-from signalchain.audit.measure import measure_file
+from signalchain.audit.measure import measure_example
 from signalchain.cli import cli
 from signalchain.errors import SignalchainError
 
@@ -131,7 +131,7 @@ def test_any_header_damage_is_read_within_what_the_file_holds(base: str, flips: 
         with address_space(2 << 30):
             tracemalloc.start()
             try:
-                m = measure_file(path)
+                m = measure_example(path)
                 peak = tracemalloc.get_traced_memory()[1]
             finally:
                 tracemalloc.stop()

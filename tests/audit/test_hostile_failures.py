@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from hostile_cases import SR, alarm, encode, tone, with_fmt, with_size  # type: ignore[import-not-found]
 
 from signalchain.audio.fingerprint import RATE, frame_features, resampled_length
-from signalchain.audit.measure import measure_file
+from signalchain.audit.measure import measure_example
 from signalchain.audit.run import run_audit
 from signalchain.cli import cli
 from signalchain.errors import SignalchainError
@@ -209,7 +209,7 @@ def test_the_fingerprint_plans_its_allocation_from_the_frames_present() -> None:
 def test_a_1_hz_header_is_a_finding_with_bounded_memory(tmp_path: Path) -> None:
     wav = _one_hz_wav(tmp_path / "one-hz.wav")
     tracemalloc.start()
-    m = measure_file(str(wav))
+    m = measure_example(str(wav))
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert m.problem is not None and m.problem.startswith("sample rate: 1 Hz")

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from signalchain.audio.measure import measure_file, wav_header
 from signalchain.checks.output import judge_decoder, judge_file, judge_route
-from signalchain.experiments.output import measure_file, wav_header
 from signalchain.records.output import DecoderProbe, RouteMeasurement
 
 SR = 16000
@@ -78,7 +78,7 @@ def test_a_header_that_lies_about_the_data(tmp_path: Path) -> None:
     raw[at : at + 16] = struct.pack("<HHIIHH", 3, ch, rate, rate * ch * 4, ch * 4, 32)
     path.write_bytes(bytes(raw))
     head = wav_header(path)
-    assert head is not None and head["format_tag"] == 3 and head["bits"] == 32
+    assert head is not None and head.format_tag == 3 and head.bits == 32
     rep = measure_file(path)
     found = judge_file(rep, expect_rate=SR)
     assert [f.id for f in found] == ["output.header"]

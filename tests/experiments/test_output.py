@@ -12,11 +12,11 @@ import pytest
 import soundfile as sf
 import torch
 
+from signalchain.audio.measure import measure_file
 from signalchain.checks.output import judge_decoder, judge_route
 from signalchain.experiments.context import BUDGETS, Context
 from signalchain.experiments.doctor import run_doctor
 from signalchain.experiments.output import (
-    measure_file,
     measure_route,
     probe_decoder,
     silence_pattern,

@@ -29,6 +29,8 @@ class WavClaim:
     block_align: int
     data_offset: int
     data_bytes: int  # what the header says the data chunk holds
+    bits: int = 0  # bits per sample the fmt chunk says
+    container: bytes = b"RIFF"  # b"RIFF" (little-endian), b"RIFX" (big-endian) or b"RF64"
 
     @property
     def frames(self) -> int | None:
@@ -44,7 +46,7 @@ def wav_claim(fd: int, size: int) -> WavClaim | None:
     if len(head) < 12 or head[8:12] != b"WAVE" or head[:4] not in (b"RIFF", b"RIFX", b"RF64"):
         return None
     end = ">" if head[:4] == b"RIFX" else "<"
-    fmt: tuple[int, int, int, int] | None = None
+    fmt: tuple[int, int, int, int, int] | None = None
     ds64_data: int | None = None
     at = 12
     for _ in range(_MAX_CHUNKS):
@@ -59,13 +61,13 @@ def wav_claim(fd: int, size: int) -> WavClaim | None:
             raw = os.pread(fd, 16, body)
             if len(raw) < 16:
                 return None
-            tag, channels, rate, _, align, _ = struct.unpack(end + "HHIIHH", raw)
-            fmt = (tag, channels, rate, align)
+            tag, channels, rate, _, align, bits = struct.unpack(end + "HHIIHH", raw)
+            fmt = (tag, channels, rate, align, bits)
         elif cid == b"data":
             if fmt is None:
                 return None
             claimed = ds64_data if (head[:4] == b"RF64" and length == 0xFFFFFFFF and ds64_data is not None) else length
-            return WavClaim(fmt[0], fmt[1], fmt[2], fmt[3], body, int(claimed))
+            return WavClaim(fmt[0], fmt[1], fmt[2], fmt[3], body, int(claimed), bits=fmt[4], container=head[:4])
         at = body + length + (length & 1)
         if at >= size:
             return None

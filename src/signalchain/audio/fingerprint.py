@@ -23,10 +23,10 @@ import hashlib
 from dataclasses import dataclass
 
 import numpy as np
-import soxr
 
 from ..errors import SignalchainError
 from .features import mel_filterbank
+from .resample import resample
 
 __all__ = ["Fingerprint", "Alignment", "FRAME_RATE", "DIM", "BANDS", "MIN_RATE", "MAX_RATE", "fingerprint",
            "frame_features", "window_embeddings", "align", "audio_hash", "mono", "resampled_length", "check_rate"]
@@ -109,7 +109,7 @@ def frame_features(audio: np.ndarray, sample_rate: int) -> np.ndarray | None:
     check_rate(sample_rate)
     x = mono(audio)
     if sample_rate != RATE and x.size:
-        x = soxr.resample(x, int(sample_rate), RATE, quality="LQ").astype(np.float32, copy=False)
+        x = resample(x, sample_rate, RATE, quality="LQ").astype(np.float32, copy=False)
     if x.size < N_FFT:
         x = np.pad(x, (0, N_FFT - x.size))
     n = 1 + (x.size - N_FFT) // HOP

@@ -13,13 +13,13 @@ import numpy as np
 
 from ..audio._files import check_path, has_surrogates, read_regular, sha1_regular
 from ..audio.fingerprint import MAX_RATE, MIN_RATE, audio_hash, fingerprint
-from ..audio.io import read_audio
+from ..audio.measure import decode_file
 from ..errors import SignalchainError
 from ..records.audit import MUSICINFO_REQUIRED, Item, Measure
 from ..stats import CLIP_LEVEL, SILENCE_DBFS, to_dbfs
 from .rows import loads_json
 
-__all__ = ["measure_audio", "measure_file", "read_sidecar", "hash_cache_refs", "quick_summary"]
+__all__ = ["measure_audio", "measure_example", "read_sidecar", "hash_cache_refs", "quick_summary"]
 
 _FRAME_SECONDS = 0.02
 SIDECAR_LIMIT = 16 << 20  # bytes: a MusicInfo sidecar is a few hundred; past this it is not one
@@ -81,7 +81,7 @@ def measure_audio(audio: np.ndarray, sample_rate: int, with_fingerprint: bool = 
                    audio_hash=audio_hash(m), fp=fingerprint(m, rate) if with_fingerprint else None)
 
 
-def measure_file(path: str, with_fingerprint: bool = True) -> Measure:
+def measure_example(path: str, with_fingerprint: bool = True) -> Measure:
     """Decode `path` (any format libsndfile reads) and measure it; problems are returned, not raised.
 
     The path is looked at before anything opens it: a FIFO, device or folder is never opened, a
@@ -96,10 +96,9 @@ def measure_file(path: str, with_fingerprint: bool = True) -> Measure:
         return Measure(problem=f"unreadable: {state.detail}")
     if state.size == 0:
         return Measure(problem="empty: the file has 0 bytes")
-    try:
-        af = read_audio(path)
-    except SignalchainError as exc:  # a corrupt or unsupported file is a finding, never a crash
-        why = str(exc).split(": ", 1)[-1]
+    af, why = decode_file(path)  # a corrupt or unsupported file is a finding, never a crash
+    if af is None:
+        why = why or ""
         if why.startswith("unreadable audio (") and why.endswith(")"):
             why = why[len("unreadable audio ("):-1]
         return Measure(problem=f"unreadable: {why}")

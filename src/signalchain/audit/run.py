@@ -39,7 +39,7 @@ from .judge_splits import (
     judge_shared_ids,
 )
 from .leakage import Entry, Match, find_matches, train_split
-from .measure import hash_cache_refs, measure_file, read_sidecar
+from .measure import hash_cache_refs, measure_example, read_sidecar
 from .sources import Source, read_items, resolve_sources
 
 __all__ = ["AuditResult", "run_audit", "Progress", "PER_ID_LIMIT"]
@@ -83,7 +83,7 @@ def _work(batch: list[Task]) -> list[tuple[int, Item, Measure | None]]:
         try:
             read_sidecar(item)
             hash_cache_refs(item)
-            out.append((n, item, measure_file(item.path) if measure and item.path else None))
+            out.append((n, item, measure_example(item.path) if measure and item.path else None))
         except Exception as exc:  # an input nobody foresaw: this example's finding, not the run's end
             out.append((n, item, Measure(problem=f"unreadable: {type(exc).__name__}: {exc}")))
     return out

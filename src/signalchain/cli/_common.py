@@ -6,16 +6,19 @@ import functools
 import inspect
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import click
+from rich.console import Console
 
 from ..errors import PipelineExit, SignalchainError, UsageError
-from ..pipeline import capabilities, load_pipeline
+from ..findings import Finding, exit_code
+from ..pipeline import Pipeline, capabilities, load_pipeline
+from ..report import HtmlReport, print_findings, write_json
 
 __all__ = ["DEFAULT_PIPELINE", "BUILTIN_PIPELINES", "common_options", "hf_options", "resolve_pipeline", "guarded",
-           "parse_tolerances", "one_line", "exit_origin", "fail", "shield_exits"]
+           "one_line", "exit_origin", "fail", "shield_exits", "emit"]
 
 #: With no pipeline named, every command runs on the bundled reference pipeline (DESIGN §3).
 DEFAULT_PIPELINE = "signalchain.reference:ReferencePipeline"
@@ -110,7 +113,7 @@ class _ExitShield:
     pipeline becomes, and the other families go on.
     """
 
-    def __init__(self, pipeline: Any):
+    def __init__(self, pipeline: Pipeline):
         object.__setattr__(self, "_inner", pipeline)
 
     def __getattr__(self, name: str) -> Any:
@@ -135,13 +138,13 @@ class _ExitShield:
         return repr(object.__getattribute__(self, "_inner"))
 
 
-def shield_exits(pipeline: Any) -> Any:
+def shield_exits(pipeline: Pipeline) -> Pipeline:
     """`pipeline` with every method's `sys.exit()` turned into a `PipelineExit` exception."""
     return _ExitShield(pipeline)
 
 
 def resolve_pipeline(spec: str | None, faults: Sequence[str] = (), hf_musicgen: str | None = None,
-                     data: Sequence[str] = (), hf_set: Sequence[str] = ()) -> tuple[Any, str]:
+                     data: Sequence[str] = (), hf_set: Sequence[str] = ()) -> tuple[Pipeline, str]:
     """Load the named pipeline (the reference one when None; `hf-bed` for the HF bed), or one made
     from a saved HF MusicGen and its data, and inject catalogue faults if asked."""
     if hf_musicgen is not None:
@@ -174,16 +177,28 @@ def resolve_pipeline(spec: str | None, faults: Sequence[str] = (), hf_musicgen: 
     return pipeline, spec
 
 
-def parse_tolerances(items: Sequence[str]) -> dict[str, tuple[float, float | None]]:
-    """`STAGE=RTOL[,ATOL]` → {stage: (rtol, atol)}."""
-    out: dict[str, tuple[float, float | None]] = {}
-    for item in items:
-        stage, sep, vals = item.partition("=")
-        try:
-            if not sep or not stage:
-                raise ValueError
-            parts = vals.split(",")
-            out[stage] = (float(parts[0]), float(parts[1]) if len(parts) > 1 else None)
-        except ValueError:
-            raise UsageError(f"--tol {item!r} is not STAGE=RTOL[,ATOL] (e.g. --tol logits=1e-3,1e-5)") from None
-    return out
+def emit(con: Console, findings: Sequence[Finding], *, json_path: str | None, html_path: str | None,
+         fields: Mapping[str, Any] | None = None, page: Callable[[], HtmlReport] | None = None,
+         title: str | None = None, show: Sequence[Any] = (), rendering: str | None = None,
+         code: int | None = None) -> int:
+    """The tail every command ends with; returns its exit code.
+
+    In order: the findings table under `title` (none when `title` is None), then each of `show`
+    printed; the JSON report (`findings` and `fields`) to --json; the page `page()` builds to --html,
+    under a status line `rendering` when given, and where it went; the exit code is `code` when
+    given, else 1 when any finding is an error (DESIGN §5).
+    """
+    if title is not None:
+        print_findings(findings, con, title=title)
+    for item in show:
+        con.print(item)
+    if json_path:
+        write_json(json_path, findings, **dict(fields or {}))
+    if html_path and page is not None:
+        if rendering:
+            with con.status(rendering):
+                page().write(html_path)
+        else:
+            page().write(html_path)
+        con.print(f"report: {html_path}")
+    return exit_code(findings) if code is None else code

@@ -13,10 +13,9 @@ from ..audit.cache import default_cache_path
 from ..audit.run import AuditResult, run_audit
 from ..audit.run import Progress as AuditProgress
 from ..errors import SignalchainError, UsageError
-from ..findings import exit_code
-from ..report import console, print_findings, write_json
+from ..report import console
 from ..report.audit_page import render_audit
-from ._common import common_options, guarded
+from ._common import common_options, emit, guarded
 
 __all__ = ["audit"]
 
@@ -109,14 +108,10 @@ def audit(paths: tuple[str, ...], splits: tuple[str, ...], workers: int, max_cap
         result = run_audit(paths, named, workers=workers, max_caption_tokens=max_caption_tokens,
                            stats_file=stats_file, sampler_file=sampler_file,
                            cache_path=None if no_cache else (cache_path or default_cache_path()), progress=_Bar(bar))
-    print_findings(result.findings, con, title=f"audit · {len(result.files)} examples")
-    con.print(_summary(result))
-    con.print(f"{len(result.files)} examples in {result.timings['total']:.1f} s "
-              f"({result.cache['hits']} from the cache {result.cache['path']})")
-    if json_path:
-        write_json(json_path, result.findings, sources=result.sources, splits=result.splits, matches=result.matches,
-                   files=result.files, search=result.search, cache=result.cache, timings=result.timings)
-    if html_path:
-        render_audit(result.findings, result, _listen(result)).write(html_path)
-        con.print(f"report: {html_path}")
-    return exit_code(result.findings)
+    done = (f"{len(result.files)} examples in {result.timings['total']:.1f} s "
+            f"({result.cache['hits']} from the cache {result.cache['path']})")
+    return emit(con, result.findings, title=f"audit · {len(result.files)} examples", show=[_summary(result), done],
+                json_path=json_path, fields=dict(sources=result.sources, splits=result.splits, matches=result.matches,
+                                                 files=result.files, search=result.search, cache=result.cache,
+                                                 timings=result.timings),
+                html_path=html_path, page=lambda: render_audit(result.findings, result, _listen(result)))

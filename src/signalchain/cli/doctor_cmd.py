@@ -7,11 +7,10 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ..experiments.context import BUDGETS
 from ..experiments.doctor import SYMPTOMS, run_doctor, select_families
-from ..findings import exit_code
 from ..pipeline import ProtocolView
-from ..report import console, print_findings, render_doctor, write_json
+from ..report import console, render_doctor
 from ..report.doctor_page import strip_audio
-from ._common import common_options, guarded, hf_options, resolve_pipeline, shield_exits
+from ._common import common_options, emit, guarded, hf_options, resolve_pipeline, shield_exits
 from .golden_cmds import fault_option
 
 __all__ = ["doctor"]
@@ -46,14 +45,11 @@ def doctor(pipeline: str | None, families: tuple[str, ...], symptom: str | None,
         # shield_exits: a sys.exit() in the pipeline's code is its crash (pipeline.step_failed), not our exit code
         result = run_doctor(ProtocolView(shield_exits(pipe)), families, symptom, seed=seed, budget=budget,
                             progress=lambda what: bar.update(task, description=f"doctor: {what}"))
-    print_findings(result.findings, con, title=f"doctor · {pipe.name} · {', '.join(result.families)}")
-    con.print(f"families run: {', '.join(result.families)} in {result.seconds:.1f} s"
-              + (f"; not available yet: {', '.join(result.unavailable)}" if result.unavailable else ""))
-    if json_path:
-        write_json(json_path, result.findings, pipeline=spec, families=result.families, unavailable=result.unavailable,
-                   seconds=round(result.seconds, 2), timings=result.timings, metrics=strip_audio(result.metrics))
-    if html_path:
-        render_doctor(result.findings, result.metrics, result.families, result.unavailable, result.timings,
-                      pipe.name).write(html_path)
-        con.print(f"report: {html_path}")
-    return exit_code(result.findings)
+    ran = (f"families run: {', '.join(result.families)} in {result.seconds:.1f} s"
+           + (f"; not available yet: {', '.join(result.unavailable)}" if result.unavailable else ""))
+    return emit(con, result.findings, title=f"doctor · {pipe.name} · {', '.join(result.families)}", show=[ran],
+                json_path=json_path, fields=dict(pipeline=spec, families=result.families, unavailable=result.unavailable,
+                                                 seconds=round(result.seconds, 2), timings=result.timings,
+                                                 metrics=strip_audio(result.metrics)),
+                html_path=html_path, page=lambda: render_doctor(result.findings, result.metrics, result.families,
+                                                                result.unavailable, result.timings, pipe.name))

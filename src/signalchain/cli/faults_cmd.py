@@ -6,14 +6,12 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .._atomic import write_text_atomic
 from ..errors import UsageError
 from ..experiments.context import BUDGETS
 from ..experiments.scoring import FaultRow, score_catalogue
 from ..pipeline import capabilities
 from ..report import console, render_faults
-from ..report.jsonout import report_dict
-from ._common import DEFAULT_PIPELINE, common_options, guarded, resolve_pipeline
+from ._common import DEFAULT_PIPELINE, common_options, emit, guarded, resolve_pipeline
 
 __all__ = ["faults"]
 
@@ -62,10 +60,8 @@ def faults(pipeline: str | None, families: tuple[str, ...], names: tuple[str, ..
     if list_only:
         rows = [FaultRow(name=f["name"], family=f["family"], cause=f["cause"], expected_ids=list(f["expected_ids"]),
                          expected_stage=f["expected_stage"], symptom=f.get("symptom")).to_dict(results=False) for f in chosen]
-        con.print(_rows_table(rows, with_results=False))
-        if json_path:
-            write_text_atomic(json_path, __import__("json").dumps(report_dict([], faults=rows), indent=2) + "\n")
-        return 0
+        return emit(con, [], show=[_rows_table(rows, with_results=False)], json_path=json_path,
+                    fields={"faults": rows}, html_path=None, code=0)
     try:
         control_seeds = [int(s) for s in seeds.split(",") if s.strip()]
     except ValueError:
@@ -77,18 +73,11 @@ def faults(pipeline: str | None, families: tuple[str, ...], names: tuple[str, ..
         score = score_catalogue(spec, chosen, control_seeds, workers, budget, by_symptom=not all_families,
                                 progress=lambda what: bar.update(task, advance=1, description=what[:60]))
     result = score.to_dict()
-    con.print(_rows_table(result["faults"], with_results=True))
     s = result["summary"]
-    con.print(f"detected {s['detected']}/{s['faults']} · localised {s['localised']}/{s['faults']} · "
-              f"clean control over seeds {control_seeds}: {result['control']['errors']} error findings · {s['seconds']} s")
-    for f in result["control"]["findings"]:
-        con.print(f"  control seed {f['seed']}: [{'red' if f['severity'] == 'error' else 'yellow'}]{f['severity']}[/] {f['id']} @ {f['stage']}: {f['message']}")
-    if json_path:
-        import json
-
-        payload = report_dict([], **result)
-        write_text_atomic(json_path, json.dumps(payload, indent=2, allow_nan=False) + "\n")
-    if html_path:
-        render_faults(result).write(html_path)
-        con.print(f"report: {html_path}")
-    return 1 if result["control"]["errors"] else 0
+    lines = [_rows_table(result["faults"], with_results=True),
+             f"detected {s['detected']}/{s['faults']} · localised {s['localised']}/{s['faults']} · "
+             f"clean control over seeds {control_seeds}: {result['control']['errors']} error findings · {s['seconds']} s"]
+    lines += [f"  control seed {f['seed']}: [{'red' if f['severity'] == 'error' else 'yellow'}]{f['severity']}[/] "
+              f"{f['id']} @ {f['stage']}: {f['message']}" for f in result["control"]["findings"]]
+    return emit(con, [], show=lines, json_path=json_path, fields=result, html_path=html_path,
+                page=lambda: render_faults(result), code=1 if result["control"]["errors"] else 0)

@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
 
 from ..checks.golden import divergence_findings
 from ..errors import PipelineError, UsageError
 from ..experiments.capture import run_golden
-from ..findings import Finding, Severity, exit_code
+from ..findings import Finding, Severity
 from ..golden import (
+    Golden,
     Tolerance,
     check_target,
     collect_provenance,
@@ -28,21 +30,20 @@ from ..golden import (
     manifest_pipeline_spec,
     save_golden,
 )
-from ..pipeline import capabilities
+from ..pipeline import Pipeline, capabilities
 from ..report import (
     console,
     print_comparison,
-    print_findings,
     print_trace,
     render_compare,
     render_inspect,
-    write_json,
 )
 from ..trace import Trace
 from ._common import (
     BUILTIN_PIPELINES,
     DEFAULT_PIPELINE,
     common_options,
+    emit,
     guarded,
     hf_options,
     resolve_pipeline,
@@ -62,7 +63,7 @@ def _check_seed(seed: int) -> int:
     return seed
 
 
-def _with_faults(pipe: Any, spec: str, faults: Sequence[str]) -> Any:
+def _with_faults(pipe: Pipeline, spec: str, faults: Sequence[str]) -> Pipeline:
     """The pipeline with catalogue faults injected; an unknown fault is a usage error, found now."""
     if not faults:
         return pipe
@@ -133,19 +134,14 @@ def capture(pipeline: str | None, out: str, seed: int, faults: tuple[str, ...], 
         path = save_golden(out, run.trace, prov)
     print_trace(run.trace, con, title=f"Golden batch of {pipe.name} → {path}")
     findings = list(run.trace.problems)
-    if findings:
-        print_findings(findings, con)
-    if html_path:
-        with con.status("rendering HTML…"):
-            render_inspect(load_golden(path)).write(html_path)
-        con.print(f"report: {html_path}")
-    if json_path:
-        write_json(json_path, findings, golden=str(path), stages=run.trace.to_dict()["stages"])
+    code = emit(con, findings, title="Findings" if findings else None, json_path=json_path,
+                fields=dict(golden=str(path), stages=run.trace.to_dict()["stages"]), html_path=html_path,
+                page=lambda: render_inspect(load_golden(path)), rendering="rendering HTML…")
     con.print(f"[green]saved[/green] {len(run.trace)} stages to {path}")
-    return exit_code(findings)
+    return code
 
 
-def _rerun(g: Any, pipeline: str | None, faults: tuple[str, ...], con: Any) -> tuple[Trace, str, dict[str, Any]]:
+def _rerun(g: Golden, pipeline: str | None, faults: tuple[str, ...], con: Console) -> tuple[Trace, str, dict[str, Any]]:
     """Re-run the chosen pipeline on the golden batch; say which one ran and why that one."""
     if pipeline:
         source = "--pipeline"
@@ -203,14 +199,10 @@ def compare(golden: str, golden2: str | None, pipeline: str | None, rtol: float,
     comparison = compare_traces(g.trace, new_trace, Tolerance(rtol, atol), per_stage)
     findings: list[Finding] = divergence_findings(comparison)
     print_comparison(comparison, con)
-    if json_path:
-        write_json(json_path, findings, comparison=comparison.to_dict(), golden=str(g.path), new=label,
-                   pipeline=ran or None)
-    if html_path:
-        with con.status("rendering HTML…"):
-            render_compare(comparison, g.trace, new_trace, g.provenance, findings, label).write(html_path)
-        con.print(f"report: {html_path}")
-    return exit_code(findings)
+    return emit(con, findings, json_path=json_path,
+                fields=dict(comparison=comparison.to_dict(), golden=str(g.path), new=label, pipeline=ran or None),
+                html_path=html_path, rendering="rendering HTML…",
+                page=lambda: render_compare(comparison, g.trace, new_trace, g.provenance, findings, label))
 
 
 @click.command()
@@ -226,12 +218,6 @@ def inspect(golden: str, json_path: str | None, html_path: str | None, debug: bo
     if not any(r.kind == "audio" for r in g.trace):
         findings.append(Finding("inspect.no_audio", Severity.INFO, None, "the golden batch has no audio stage to listen to",
                                 hint="tap audio with a sample_rate= so that it can be heard", check="cli.inspect"))
-    if findings:
-        print_findings(findings, con)
-    if html_path:
-        with con.status("rendering HTML (figures and audio)…"):
-            render_inspect(g).write(html_path)
-        con.print(f"report: {html_path}")
-    if json_path:
-        write_json(json_path, findings, golden=str(g.path), provenance=g.provenance, stages=g.trace.to_dict()["stages"])
-    return exit_code(findings)
+    return emit(con, findings, title="Findings" if findings else None, json_path=json_path,
+                fields=dict(golden=str(g.path), provenance=g.provenance, stages=g.trace.to_dict()["stages"]),
+                html_path=html_path, page=lambda: render_inspect(g), rendering="rendering HTML (figures and audio)…")

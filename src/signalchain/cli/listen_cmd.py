@@ -14,15 +14,15 @@ from rich.table import Table
 from ..audio._files import PathState, check_path, display_path, list_files
 from ..audio.fingerprint import MAX_RATE, MIN_RATE
 from ..audio.io import claimed_frames, read_audio
+from ..audio.measure import measure_file
 from ..checks.base import make, run_check
 from ..checks.output import judge_file
 from ..errors import SignalchainError, UsageError
-from ..experiments.output import measure_file
-from ..findings import Finding, exit_code
+from ..findings import Finding
 from ..records.output import FileMeasurement
-from ..report import console, print_findings, write_json
+from ..report import console
 from ..report.listen_page import HEADERS, file_row, render_listen
-from ._common import common_options, guarded
+from ._common import common_options, emit, guarded
 
 __all__ = ["listen"]
 
@@ -156,18 +156,15 @@ def listen(paths: tuple[str, ...], rate: int | None, subtype: str | None, json_p
     for r in reports:
         t.add_row(*file_row(r))
     con.print(t)
-    print_findings(findings, con, title="Findings")
     expected = "".join([f" · expected rate {rate} Hz" if rate else "", f" · expected subtype {subtype}" if subtype else ""])
-    if json_path:
-        write_json(json_path, findings, files=[vars(r) for r in reports], expected_rate=rate, expected_subtype=subtype)
-    if html_path:
-        def load(shown: str) -> tuple[np.ndarray, int] | None:
-            try:
-                af = read_audio(real.get(shown, shown))
-            except SignalchainError:
-                return None
-            return (af.audio, af.sample_rate) if MIN_RATE <= af.sample_rate <= MAX_RATE else None
 
-        render_listen(reports, findings, load, expected).write(html_path)
-        con.print(f"report: {html_path}")
-    return exit_code(findings)
+    def load(shown: str) -> tuple[np.ndarray, int] | None:
+        try:
+            af = read_audio(real.get(shown, shown))
+        except SignalchainError:
+            return None
+        return (af.audio, af.sample_rate) if MIN_RATE <= af.sample_rate <= MAX_RATE else None
+
+    return emit(con, findings, title="Findings", json_path=json_path,
+                fields=dict(files=[vars(r) for r in reports], expected_rate=rate, expected_subtype=subtype),
+                html_path=html_path, page=lambda: render_listen(reports, findings, load, expected))

@@ -1,11 +1,10 @@
 """The output route, driven end to end: generate, decode, write and read back (the pipeline's
 `render`, in a temporary folder), a probe of the decoder alone, and files measured as a player
-reads them (also what `signalchain listen` runs on any file).
+reads them (`audio.measure.measure_file`, also what `signalchain listen` runs on any file).
 """
 
 from __future__ import annotations
 
-import struct
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -15,79 +14,19 @@ import torch
 
 from .._tensor import to_numpy
 from ..audio.features import log_mel
-from ..audio.io import read_audio
+from ..audio.measure import measure_file
 from ..checks._util import as_bool_mask
-from ..errors import SignalchainError
 from ..pipeline import capabilities
-from ..records.output import DecoderProbe, FileMeasurement, RouteMeasurement
-from ..stats import audio_example_summary
+from ..records.output import DecoderProbe, RouteMeasurement
 from ..trace import Trace, record, tap
 from ._outputs import call_decode, read_generated
 from ._seed import seed_everything
 from .context import Context
 from .generation.runs import call_generate, take
 
-__all__ = ["measure_route", "probe_decoder", "measure_file", "wav_header", "silence_pattern"]
+__all__ = ["measure_route", "probe_decoder", "silence_pattern"]
 
 ROUTE = {"generation.tokens", "audio.decoded", "audio.written"}
-
-
-def wav_header(path: str | Path) -> dict[str, Any] | None:
-    """The fmt and data chunks of a RIFF/WAVE file: what a player believes about its bytes."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(12)
-            if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
-                return None
-            out: dict[str, Any] = {}
-            while True:
-                chunk = f.read(8)
-                if len(chunk) < 8:
-                    return out or None
-                cid, size = chunk[:4], struct.unpack("<I", chunk[4:])[0]
-                if cid == b"fmt ":
-                    fmt = f.read(size)
-                    tag, ch, rate, _, align, bits = struct.unpack("<HHIIHH", fmt[:16])
-                    out.update(format_tag=tag, channels=ch, rate=rate, block_align=align, bits=bits)
-                elif cid == b"data":
-                    out.update(data_offset=f.tell(), data_bytes=size)
-                    return out
-                else:
-                    f.seek(size + (size & 1), 1)
-    except (OSError, struct.error):
-        return None
-
-
-def _reread_as_pcm16(path: str | Path, header: dict[str, Any]) -> dict[str, Any]:
-    """The data chunk read as interleaved 16-bit PCM: plausible audio means the header lied."""
-    with open(path, "rb") as f:
-        f.seek(header["data_offset"])
-        raw = f.read(min(header["data_bytes"], 16_000_000))
-    x = np.frombuffer(raw[: len(raw) // 2 * 2], dtype="<i2").astype(np.float64) / 32768.0
-    ch = max(1, int(header.get("channels", 1)))
-    x = x[: len(x) // ch * ch].reshape(-1, ch).T
-    s = audio_example_summary(x, header.get("rate"))
-    plausible = bool(x.size) and s["rms_dbfs"] > -70 and s["clipping_fraction"] < 0.01
-    return {"as": "PCM_16", "rms_dbfs": s["rms_dbfs"], "peak": s["peak"], "plausible": plausible}
-
-
-def measure_file(path: str | Path) -> FileMeasurement:
-    """Read `path` as a player would (soundfile) and summarise it; never raises."""
-    try:
-        af = read_audio(path)
-    except SignalchainError as exc:
-        return FileMeasurement(path=str(path), error=str(exc).split(": ", 1)[-1])
-    x = af.audio
-    with np.errstate(invalid="ignore"):
-        a = np.abs(x[np.isfinite(x)])
-    nonzero = a[a > 0]
-    rep = FileMeasurement(path=str(path), sample_rate=af.sample_rate, subtype=af.subtype, format=af.format,
-                     channels=af.channels, frames=af.frames, stats=audio_example_summary(x, af.sample_rate),
-                     denormal_share=float((nonzero < 1e-30).mean()) if nonzero.size else 0.0)
-    header = wav_header(path) if af.format == "WAV" else None
-    if header and "data_offset" in header and header.get("format_tag") in (3, 0xFFFE) and header.get("bits") == 32:
-        rep.reread = _reread_as_pcm16(path, header)
-    return rep
 
 
 def silence_pattern(trace: Trace) -> list[int] | None:

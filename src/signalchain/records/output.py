@@ -12,7 +12,7 @@ __all__ = ["FileMeasurement", "DecoderProbe", "RouteMeasurement"]
 
 @dataclass
 class FileMeasurement:
-    """One audio file as a player reads it (filled by experiments.output.measure_file)."""
+    """One audio file as a player reads it (filled by audio.measure.measure_file)."""
 
     path: str
     error: str | None = None

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 import soundfile as sf
-import soxr
 
 from .._atomic import write_text_atomic
+from ..audio.resample import resample
 from ..findings import Finding
 
 __all__ = ["HtmlReport", "PLAYABLE_RATES", "esc", "audio_player", "image_tag", "table", "findings_table"]
@@ -58,7 +58,7 @@ def _for_player(x: np.ndarray, rate: int) -> tuple[np.ndarray, int, str]:
     if lo <= rate <= hi:
         return x, rate, ""
     target = lo if rate < lo else 48000
-    y = np.clip(soxr.resample(np.ascontiguousarray(x), rate, target), -1.0, 1.0).astype(np.float32)
+    y = np.clip(resample(x, rate, target, time_axis=0), -1.0, 1.0).astype(np.float32)
     return y, target, f"played at {target} Hz (resampled from {rate} Hz, a rate browsers do not play)"
 
 

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import soxr
 import torch
 
+from ...audio.resample import resample
 from ...pipeline import StepOutput
 from .data import Example, examples_from_clips, examples_from_dataset, read_examples
 from .generation import HFGeneration, _no_tap
@@ -252,8 +252,7 @@ class HFMusicgenPipeline(HFGeneration):
             if e.sample_rate == self.codec_rate:
                 out.append(e.audio)
             else:
-                out.append(np.ascontiguousarray(soxr.resample(e.audio.T, e.sample_rate, self.codec_rate).T,
-                                                dtype=np.float32))
+                out.append(np.ascontiguousarray(resample(e.audio, e.sample_rate, self.codec_rate), dtype=np.float32))
         return out
 
     def to_channels(self, clip: np.ndarray) -> np.ndarray:
