@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy import signal
 
 from ...audio.features import log_mel
+from ...audio.resample import resample
 from ...records.generation import NearestExample
 from ...stats import as_batch_audio
 
@@ -24,9 +24,7 @@ def fingerprint(audio: np.ndarray, sample_rate: int) -> np.ndarray:
     """Log-mel [32, F] of the mono mix, per-band standardised (a gain change is no difference)."""
     x = np.asarray(audio, dtype=np.float64)
     x = x.mean(axis=0) if x.ndim > 1 else x
-    if sample_rate != RATE:
-        g = np.gcd(int(sample_rate), RATE)
-        x = signal.resample_poly(x, RATE // g, int(sample_rate) // g)
+    x = resample(x, int(sample_rate), RATE, method="poly")
     m = log_mel(x, RATE, n_fft=1024, hop=RATE // 50, n_mels=32)
     return (m - m.mean(1, keepdims=True)) / (m.std(1, keepdims=True) + 1e-6)
 
