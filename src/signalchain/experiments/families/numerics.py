@@ -5,19 +5,19 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ...checks.base import run_check
 from ...checks.numerics import judge_numerics
 from ...checks.precision import judge_precision
-from ...findings import Finding
-from ...pipeline import capabilities, missing_capability
 from ...records.numerics import NumericsMeasurement
 from ...records.precision import AmpMeasurement
-from ..context import Context
-from ..doctor import family
+from ..context import Knob
+from ..doctor import Family, Step, register
 from ..numerics import measure_numerics
 from ..precision import measure_precision
 
 __all__: list[str] = []
+
+NUMERICS_KNOBS = {"numerics_steps": Knob(2, 3, 6, "updates watched by the cheap non-finite trigger")}
+PRECISION_KNOBS = {"amp_steps": Knob(3, 6, 12, "updates observed under the loss scaler")}
 
 
 def _finite(xs: list[float | None]) -> list[float]:
@@ -46,15 +46,6 @@ def _numerics_metrics(rep: NumericsMeasurement) -> dict[str, Any]:
     return out
 
 
-@family("numerics", "Non-finite values: the first op that makes one, the loss, model and optimizer state")
-def numerics_family(ctx: Context) -> list[Finding]:
-    ctx.say("numerics: state scan and watched updates")
-    with ctx.timed("numerics.measure"):
-        rep = measure_numerics(ctx)
-    ctx.metrics.update(_numerics_metrics(rep))
-    return run_check("checks.numerics", judge_numerics, rep)
-
-
 def _precision_metrics(rep: AmpMeasurement) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if rep.steps and rep.has_scaler:
@@ -75,12 +66,15 @@ def _precision_metrics(rep: AmpMeasurement) -> dict[str, Any]:
     return out
 
 
-@family("precision", "Mixed precision: skipped steps, loss scale, overflow, low precision against float32")
-def precision_family(ctx: Context) -> list[Finding]:
-    caps = capabilities(ctx.pipeline)
-    if "amp_dtype" not in caps and "scaler" not in caps:
-        return [missing_capability(ctx.pipeline, "amp_dtype", "checks.precision")]  # type: ignore[list-item]
-    with ctx.timed("precision.measure"):
-        rep = measure_precision(ctx)
-    ctx.metrics.update(_precision_metrics(rep))
-    return run_check("checks.precision", judge_precision, rep)
+register(Family("numerics", "Non-finite values: the first op that makes one, the loss, model and optimizer state",
+                after=("data",), knobs=NUMERICS_KNOBS, steps=(
+    Step("measure", say="numerics: state scan and watched updates", measure=measure_numerics, isolated=False,
+         result="numerics", judges=(judge_numerics,), show=_numerics_metrics),
+)))
+
+# The precision family reuses the numerics family's replay of update 0 (`ctx.result("numerics")`).
+register(Family("precision", "Mixed precision: skipped steps, loss scale, overflow, low precision against float32",
+                after=("numerics", "optimisation"), needs=("amp_dtype|scaler",), needed_by="checks.precision",
+                knobs=PRECISION_KNOBS, steps=(
+    Step("measure", measure=measure_precision, isolated=False, judges=(judge_precision,), show=_precision_metrics),
+)))
