@@ -45,7 +45,7 @@ class Bars(Figure):
 
 @dataclass
 class Curves(Figure):
-    """Lines: `series` maps a name to `[xs, ys]`."""
+    """Lines: `series` maps a name to `[xs, ys]`; `vlines` marks x positions by name; `ylim` is [low, high]."""
 
     title: str
     series: dict[str, list[list[Any]]]
@@ -53,6 +53,8 @@ class Curves(Figure):
     y_label: str = ""
     logx: bool | None = None
     logy: bool | None = None
+    vlines: dict[str, float] | None = None
+    ylim: list[float] | None = None
     kind = "curves"
 
 

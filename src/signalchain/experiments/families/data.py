@@ -10,6 +10,7 @@ from ...checks.inputs import judge_target_leak
 from ...checks.stale import judge_loader, judge_token_audio
 from ...checks.tokens import TOKEN_CHECKS
 from ...findings import Finding
+from ...records.figures import Figure, Text
 from ...trace import Trace
 from ..context import Context, Knob
 from ..doctor import SELF, Family, Step, judge, register
@@ -34,8 +35,12 @@ def _loader(ctx: Context) -> Any:
     return measure_loader(ctx, ctx.fresh_model())
 
 
-def _show_token_audio(m: Any) -> dict[str, Any]:
-    return {"token_audio": m}
+def _show_token_audio(ta: dict[str, Any]) -> dict[str, Figure]:
+    own = [round(x, 2) for x in ta["own"]]
+    return {"token_audio": Text("Tokens against their audio", (
+        f"decoded tokens vs the audio they encode (log-mel correlation): own {own}, other examples "
+        f"{ta['others_mean']:.2f}; best codebook order {ta['best_perm']} ({ta['best_perm_score']:.2f} vs "
+        f"{ta['identity']:.2f} as given)"))}
 
 
 register(Family("data", "Data path: batch, crop, tokens, masks, targets, loader, token/audio agreement",
@@ -45,7 +50,7 @@ register(Family("data", "Data path: batch, crop, tokens, masks, targets, loader,
     Step("model_inputs", say="data: what the model is fed", measure=measure_model_inputs,
          judges=(judge(judge_target_leak, "data.golden", SELF),)),
     Step("token_audio", say="data: tokens against audio", measure=measure_token_audio,
-         judges=(judge_token_audio,), show=_show_token_audio, empty_ok=True),
+         judges=(judge_token_audio,), show=_show_token_audio),
     Step("loader", needs=("loader",), needed_by="checks.stale.loader", say="data: loader", measure=_loader,
          judges=(judge_loader,)),
 )))

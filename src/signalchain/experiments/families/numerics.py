@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from ...checks.numerics import judge_numerics
 from ...checks.precision import judge_precision
+from ...records.figures import Bars, Curves, Figure, Table
 from ...records.numerics import NumericsMeasurement
 from ...records.precision import AmpMeasurement
 from ..context import Knob
@@ -24,45 +24,44 @@ def _finite(xs: list[float | None]) -> list[float]:
     return [x if (x is not None and math.isfinite(x)) else float("nan") for x in xs]
 
 
-def _numerics_metrics(rep: NumericsMeasurement) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _numerics_metrics(rep: NumericsMeasurement) -> dict[str, Figure]:
+    out: dict[str, Figure] = {}
     loc = rep.locate
     if loc is not None:
         rows = [[e.kind, e.phase, e.op, e.module or "—", e.stage or "—", e.dtype, e.nan, e.inf, e.location or "—"]
                 for e in loc.events]
-        out["numerics.events"] = {"kind": "table", "title": f"Ops with non-finite outputs in the replay of update "
-                                  f"{rep.trigger_step} (trigger: {rep.trigger})",
-                                  "headers": ["kind", "phase", "op", "module", "stage", "dtype", "NaN", "inf", "where"],
-                                  "rows": rows}
-        out["numerics.stages"] = {"kind": "table", "title": "Non-finite values per tapped stage (replay)",
-                                  "headers": ["stage", "NaN", "inf", "of", "examples", "only outside the loss mask"],
-                                  "rows": [[s.name, s.nan, s.inf, s.numel, str(s.examples), s.masked_out_only]
-                                           for s in loc.stages if s.nan + s.inf]}
+        out["numerics.events"] = Table(f"Ops with non-finite outputs in the replay of update "
+                                       f"{rep.trigger_step} (trigger: {rep.trigger})",
+                                       ["kind", "phase", "op", "module", "stage", "dtype", "NaN", "inf", "where"], rows)
+        out["numerics.stages"] = Table("Non-finite values per tapped stage (replay)",
+                                       ["stage", "NaN", "inf", "of", "examples", "only outside the loss mask"],
+                                       [[s.name, s.nan, s.inf, s.numel, str(s.examples), s.masked_out_only]
+                                        for s in loc.stages if s.nan + s.inf])
     issues = rep.before.issues + (rep.after.issues if rep.after else [])
     if issues:
-        out["numerics.state"] = {"kind": "table", "title": "Model and optimizer state",
-                                 "headers": ["tensor", "where", "problem", "count", "of", "|x| max (finite)"],
-                                 "rows": [[i.name, i.where, i.problem, i.count, i.numel, i.abs_max] for i in issues]}
+        out["numerics.state"] = Table("Model and optimizer state",
+                                      ["tensor", "where", "problem", "count", "of", "|x| max (finite)"],
+                                      [[i.name, i.where, i.problem, i.count, i.numel, i.abs_max] for i in issues])
     return out
 
 
-def _precision_metrics(rep: AmpMeasurement) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _precision_metrics(rep: AmpMeasurement) -> dict[str, Figure]:
+    out: dict[str, Figure] = {}
     if rep.steps and rep.has_scaler:
         xs = list(range(len(rep.steps)))
-        out["precision.scale"] = {"kind": "curves", "title": "Loss scale before each update (a fall = a skipped step)",
-                                  "series": {"scale": [xs, _finite([s.scale_before for s in rep.steps])]},
-                                  "x_label": "update", "y_label": "scale", "logy": True}
+        out["precision.scale"] = Curves("Loss scale before each update (a fall = a skipped step)",
+                                        {"scale": [xs, _finite([s.scale_before for s in rep.steps])]},
+                                        x_label="update", y_label="scale", logy=True)
     if rep.steps:
-        out["precision.steps"] = {"kind": "table", "title": f"Updates in {rep.dtype}",
-                                  "headers": ["update", "scale before", "scale after", "loss", "grad norm", "skipped"],
-                                  "rows": [[i, s.scale_before, s.scale_after, s.loss, s.grad_norm, s.skipped]
-                                           for i, s in enumerate(rep.steps)]}
+        out["precision.steps"] = Table(f"Updates in {rep.dtype}",
+                                       ["update", "scale before", "scale after", "loss", "grad norm", "skipped"],
+                                       [[i, s.scale_before, s.scale_after, s.loss, s.grad_norm, s.skipped]
+                                        for i, s in enumerate(rep.steps)])
     if rep.stage_errors:
         errs = {k: v for k, v in rep.stage_errors.items() if v > 0}
         if errs:
-            out["precision.stages"] = {"kind": "bars", "title": f"Relative error of each stage, {rep.dtype} vs float32",
-                                       "values": errs, "x_label": "relative RMS error", "logx": True}
+            out["precision.stages"] = Bars(f"Relative error of each stage, {rep.dtype} vs float32", errs,
+                                           x_label="relative RMS error", logx=True)
     return out
 
 

@@ -15,6 +15,7 @@ from ...checks.training import (
     sweep_summary,
 )
 from ...findings import Finding
+from ...records.figures import Bars, Curves, Figure, Table, Text
 from ...records.optimisation import (
     CurveMeasurement,
     GradientMeasurement,
@@ -62,23 +63,62 @@ def _refit(ctx: Context) -> list[float]:
     return curve.best_lr_losses  # type: ignore[union-attr]
 
 
-def _show_gradients(grads: GradientMeasurement) -> dict[str, Any]:
-    return {"gradients": {q.name: q.grad_norm for q in grads.params}}
+def _show_gradients(grads: GradientMeasurement) -> dict[str, Figure]:
+    values = {q.name: q.grad_norm for q in grads.params}
+    return {"gradients": Bars("Gradient norm per parameter (one backward)", values, x_label="norm")} if values else {}
 
 
-def _show_update(upd: UpdateMeasurement) -> dict[str, Any]:
-    return {"update": upd.layer_ratio}
+def _show_update(upd: UpdateMeasurement) -> dict[str, Figure]:
+    if not upd.layer_ratio:
+        return {}
+    return {"update": Bars("Relative update |Δθ|/|θ| per module after a few steps", upd.layer_ratio, x_label="ratio")}
 
 
-def _show_sweep(sweep: SweepMeasurement) -> dict[str, Any]:
-    return {"lr_sweep": {"lrs": sweep.lrs, "losses": sweep.losses, "configured": sweep.configured,
-                         "probe_lr": sweep.probe_lr, "probe_losses": sweep.probe_losses,
-                         "probe_grad_norms": sweep.probe_grad_norms, **sweep_summary(sweep)}}
+def _show_sweep(sweep: SweepMeasurement) -> dict[str, Figure]:
+    lrs, losses = sweep.lrs, sweep.losses
+    if not lrs:
+        return {}
+    summary = sweep_summary(sweep)
+    finals = [min(ls[-2:]) if ls else float("nan") for ls in losses]
+    lines = {"configured": sweep.configured}
+    if summary["best_lr"]:
+        lines["best"] = summary["best_lr"]
+    if summary["diverge_lr"]:
+        lines["diverges"] = summary["diverge_lr"]
+    start = sweep.initial
+    out: dict[str, Figure] = {"lr_sweep": Curves(
+        "Learning-rate sweep (diverged runs above the top edge)",
+        {"loss after a few steps from the same start": [list(lrs), finals], "start": [[lrs[0], lrs[-1]], [start, start]]},
+        x_label="learning rate", y_label="loss", logx=True, vlines=lines, ylim=[0.0, 1.5 * start])}
+    if sweep.probe_losses:
+        out["lr_sweep.probe"] = Curves(
+            f"Probe above the best rate (lr {sweep.probe_lr:.3g})",
+            {"loss": [list(range(len(sweep.probe_losses))), list(sweep.probe_losses)],
+             "gradient norm": [list(range(len(sweep.probe_grad_norms))), list(sweep.probe_grad_norms)]},
+            x_label="step", y_label="", logy=True)
+    out["lr_sweep.losses"] = Table("Losses of each swept rate", ["learning rate", "losses"],
+                                   [[f"{lr:.3g}", " → ".join(f"{x:.3f}" for x in ls)] for lr, ls in zip(lrs, losses)])
+    return out
 
 
-def _show_overfit(curve: CurveMeasurement) -> dict[str, Any]:
-    return {"overfit": {"losses": curve.losses, "grad_norms": curve.grad_norms,
-                        "unigram_entropy": curve.unigram_entropy, "best_lr_losses": curve.best_lr_losses}}
+def _show_overfit(curve: CurveMeasurement) -> dict[str, Figure]:
+    losses = curve.losses
+    if not losses:
+        return {"overfit": Text("Overfit one batch (regularisation off)", "no overfit run")}
+    series = {"loss on the golden batch": [list(range(len(losses))), list(losses)]}
+    if curve.unigram_entropy is not None:
+        h = curve.unigram_entropy
+        series["unigram entropy of the targets"] = [[0, len(losses) - 1], [h, h]]
+    if curve.best_lr_losses:
+        series["loss at the sweep's best rate"] = [list(range(len(curve.best_lr_losses))), list(curve.best_lr_losses)]
+    out: dict[str, Figure] = {"overfit": Curves("Overfit one batch (regularisation off)", series, x_label="step",
+                                                y_label="cross-entropy (nats)")}
+    if curve.grad_norms:
+        out["overfit.grad_norms"] = Curves("Gradient norm during the overfit run",
+                                           {"total gradient norm": [list(range(len(curve.grad_norms))),
+                                                                    list(curve.grad_norms)]},
+                                           x_label="step", y_label="norm", logy=True)
+    return out
 
 
 def _has_curve(ctx: Context) -> bool:
