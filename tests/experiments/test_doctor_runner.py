@@ -19,6 +19,7 @@ from signalchain.experiments.doctor import (
     check_name,
     family_order,
     judge,
+    ordered_steps,
     run_family,
 )
 from signalchain.records.figures import Audio, Bars, Curves, Table, Text
@@ -137,6 +138,14 @@ def test_show_becomes_metrics_and_stop_ends_the_family():
 def test_the_declared_order_is_the_order_the_families_always_ran_in():
     assert family_order() == ["audio", "data", "numerics", "optimisation", "precision", "conditioning",
                               "generation", "output", "splits", "performance"]
+
+
+def test_steps_run_in_declared_order_unless_after_says_otherwise():
+    fam = Family("t", "test", steps=(Step("a", after=("c",)), Step("b"), Step("c"), Step("d", after=("a",))))
+    assert [s.name for s in ordered_steps(fam)] == ["b", "c", "a", "d"]
+    loop = Family("t", "test", steps=(Step("a", after=("b",)), Step("b", after=("a",))))
+    with pytest.raises(RuntimeError, match="wait on each other"):
+        ordered_steps(loop)
 
 
 def test_figures_give_the_dicts_the_report_draws():

@@ -27,7 +27,7 @@ from ._crash import crash_finding
 from .context import BUDGETS, Budget, Context, Knob, declare_knobs
 
 __all__ = ["Family", "FAMILIES", "SYMPTOMS", "DoctorResult", "Judge", "Step", "FAMILY", "PRIOR", "SELF",
-           "check_name", "family_order", "judge", "register", "run_doctor", "run_family", "select_families"]
+           "check_name", "family_order", "ordered_steps", "judge", "register", "run_doctor", "run_family", "select_families"]
 
 
 class _Input:
@@ -70,7 +70,8 @@ class Step:
         of `reads` names (SELF for the judges and `show`).
     judges: run in order, each guarded by `run_check` under the judge function's name.
     show: `fn(record) -> {metric key: Figure or data}`; stop: after this step, end the family when
-        `stop(record)`.
+        `stop(record)`. after: steps of the family that run before this one; otherwise steps run in
+        the order they are declared.
     """
 
     name: str
@@ -87,6 +88,7 @@ class Step:
     result: str | None = None
     stop: Callable[[Any], bool] | None = None
     empty_ok: bool = False  # judge and show a None record too (the judges say what None means)
+    after: tuple[str, ...] = ()  # steps of this family that must run first (else: the order declared)
 
 
 @dataclass(frozen=True)
@@ -127,15 +129,7 @@ def family_order() -> list[str]:
     """Every registered family, each after the ones its `after=` names (ties: by name)."""
     from . import families as _registered  # noqa: F401  (importing registers every family)
 
-    done: list[str] = []
-    left = dict(FAMILIES)
-    while left:
-        ready = sorted(n for n, f in left.items() if all(a in done or a not in FAMILIES for a in f.after))
-        if not ready:
-            raise RuntimeError(f"families wait on each other: {', '.join(sorted(left))}")
-        done.append(ready[0])
-        del left[ready[0]]
-    return done
+    return _resolve(sorted(FAMILIES), {n: f.after for n, f in FAMILIES.items()})
 
 
 @dataclass
@@ -204,7 +198,7 @@ def run_family(fam: Family, ctx: Context) -> list[Finding]:
     gap = _gap(ctx.pipeline, fam.needs)
     if gap is not None:
         return [missing_capability(ctx.pipeline, gap, fam.needed_by)]  # type: ignore[list-item]
-    for step in fam.steps:
+    for step in ordered_steps(fam):
         if step.when is not None and not step.when(ctx):
             continue
         gap = _gap(ctx.pipeline, step.needs)
@@ -248,6 +242,24 @@ def run_family(fam: Family, ctx: Context) -> list[Finding]:
         if step.stop is not None and step.stop(record):
             break
     return out
+
+
+def _resolve(names: Sequence[str], after: Mapping[str, Sequence[str]]) -> list[str]:
+    """`names` so that each comes after the ones `after` names (ties: the order given)."""
+    done: list[str] = []
+    left = list(names)
+    while left:
+        ready = [n for n in left if all(a in done or a not in names for a in after.get(n, ()))]
+        if not ready:
+            raise RuntimeError(f"steps or families wait on each other: {', '.join(left)}")
+        done.append(ready[0])
+        left.remove(ready[0])
+    return done
+
+
+def ordered_steps(fam: Family) -> list[Step]:
+    by_name = {s.name: s for s in fam.steps}
+    return [by_name[n] for n in _resolve([s.name for s in fam.steps], {s.name: s.after for s in fam.steps})]
 
 
 def _dedupe(findings: Iterable[Finding]) -> list[Finding]:

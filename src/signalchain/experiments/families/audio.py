@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from ...checks.audio import check_audio
+from ...trace import Trace
 from ..context import Context
 from ..doctor import Family, Step, register
 
-__all__: list[str] = []
+__all__ = ["golden_trace"]
 
 
-def _golden_trace(ctx: Context):  # noqa: ANN202  (a Trace)
+def golden_trace(ctx: Context) -> Trace:
+    """The golden step's trace (recorded once per run)."""
     return ctx.golden().trace
 
 
 register(Family("audio", "Audio at every stage: silence, clipping, scale, channels, rate", steps=(
-    Step("golden", measure=_golden_trace, timing="", isolated=False, judges=(check_audio,)),
+    Step("golden", measure=golden_trace, timing="", isolated=False, judges=(check_audio,)),
 )))

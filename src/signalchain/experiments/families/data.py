@@ -16,14 +16,11 @@ from ..context import Context, Knob
 from ..doctor import SELF, Family, Step, judge, register
 from ..inputs import measure_model_inputs
 from ..stale import measure_loader, measure_token_audio
+from .audio import golden_trace
 
 __all__: list[str] = []
 
 KNOBS = {"loader_batches": Knob(6, 8, 12, "loader batches read (data, optimisation, splits families)")}
-
-
-def _golden_trace(ctx: Context) -> Trace:
-    return ctx.golden().trace
 
 
 def trace_problems(trace: Trace) -> list[Finding]:
@@ -45,7 +42,7 @@ def _show_token_audio(ta: dict[str, Any]) -> dict[str, Figure]:
 
 register(Family("data", "Data path: batch, crop, tokens, masks, targets, loader, token/audio agreement",
                 after=("audio",), knobs=KNOBS, steps=(
-    Step("golden", measure=_golden_trace, timing="", isolated=False,
+    Step("golden", measure=golden_trace, timing="", isolated=False,
          judges=(trace_problems, *DATA_CHECKS, *TOKEN_CHECKS)),
     Step("model_inputs", say="data: what the model is fed", measure=measure_model_inputs,
          judges=(judge(judge_target_leak, "data.golden", SELF),)),
