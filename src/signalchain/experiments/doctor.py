@@ -237,8 +237,8 @@ def run_family(fam: Family, ctx: Context) -> list[Finding]:
             except Exception as exc:
                 out.append(check_failed(check_name(step.show), exc))
                 shown = {}
-            for key, fig in shown.items():
-                ctx.metrics[key] = fig.to_dict() if isinstance(fig, Figure) else fig
+            for metric, fig in shown.items():
+                ctx.metrics[metric] = fig.to_dict() if isinstance(fig, Figure) else fig
         if step.stop is not None and step.stop(record):
             break
     return out
