@@ -7,7 +7,7 @@ import torch
 
 from signalchain.experiments.conditioning import measure_condition_data, measure_sensitivity
 from signalchain.experiments.context import BUDGETS, Context
-from signalchain.experiments.families.conditioning import conditioning_family
+from signalchain.experiments.doctor import FAMILIES, run_family, select_families
 from signalchain.pipeline import ProtocolView
 from signalchain.reference import ReferencePipeline
 from signalchain.reference.text import WordTokenizer
@@ -24,7 +24,8 @@ class Seeded(ReferencePipeline):
 
 def run(pipeline, seed=0):
     ctx = Context(ProtocolView(pipeline), seed=seed, budget=BUDGETS["economy"])
-    return conditioning_family(ctx), ctx
+    select_families(["conditioning"])  # registers the families
+    return run_family(FAMILIES["conditioning"], ctx), ctx
 
 
 def real(findings):

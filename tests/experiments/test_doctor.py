@@ -14,7 +14,8 @@ def test_clean_reference_raises_no_error(seed):
     errors = [(f.id, f.stage, f.message) for f in r.findings if f.severity.value == "error"]
     assert errors == []
     assert {"audio", "data", "optimisation"} <= set(r.families)
-    assert r.metrics["overfit"]["losses"] and r.metrics["lr_sweep"]["lrs"]
+    assert r.metrics["overfit"]["series"]["loss on the golden batch"][1]
+    assert r.metrics["lr_sweep"]["series"]["loss after a few steps from the same start"][0]
 
 
 def test_symptoms_select_families_and_unknown_names_are_refused():

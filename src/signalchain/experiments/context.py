@@ -1,7 +1,9 @@
 """What every experiment of one doctor run shares: the pipeline, the seed, the budget, the results.
 
-Experiments put their measurements in `metrics` (for the report's pictures) and read each other's
-findings through `findings`, so a later judge (the overfit verdict) can name which connection broke.
+Steps' records are kept by name (`ctx.result("numerics")`), their pictures in `metrics`, their findings
+in `findings` (a later judge, the overfit verdict, reads which connections broke). A budget is a named
+preset ("economy", "business", "full"); each family declares the knobs it reads, with a value per
+preset, next to its steps (`Knob`).
 """
 
 from __future__ import annotations
@@ -14,67 +16,95 @@ from typing import Any
 import torch
 
 from ..findings import Finding
+from ..pipeline import Pipeline
 from ._seed import seed_everything
 from .capture import GoldenRun, run_golden
 
-__all__ = ["Budget", "BUDGETS", "Context"]
+__all__ = ["Budget", "BUDGETS", "PRESETS", "Context", "Knob", "KNOBS", "declare_knobs"]
+
+#: The budget presets, cheapest first.
+PRESETS = ("economy", "business", "full")
 
 
 @dataclass(frozen=True)
+class Knob:
+    """How much of one thing an experiment may do, per preset."""
+
+    economy: Any
+    business: Any
+    full: Any
+    doc: str = ""
+
+
+#: Every knob a family declared (`declare_knobs`), by name.
+KNOBS: dict[str, Knob] = {}
+
+
+def declare_knobs(knobs: dict[str, Knob]) -> None:
+    """Register a family's knobs; one name, one knob across all families."""
+    for name, k in knobs.items():
+        if KNOBS.get(name, k) != k:
+            raise ValueError(f"budget knob {name!r} is declared twice with different values")
+        KNOBS[name] = k
+
+
 class Budget:
-    """How much work each experiment may do (Cockpit-style named presets)."""
+    """How much work each experiment may do: a preset, and any knob set by hand (`Budget(perf_steps=4)`)."""
 
-    overfit_steps: int = 60
-    sweep_lrs: int = 10
-    sweep_steps: int = 4
-    probe_steps: int = 8
-    update_steps: int = 3
-    loader_batches: int = 8
-    numerics_steps: int = 3  # updates watched by the cheap non-finite trigger (numerics family)
-    amp_steps: int = 6  # updates observed under the loss scaler (precision family)
-    cond_batches: int = 8  # loader batches traced up to the condition (conditioning family)
-    cond_examples: bool = False  # also read every training caption via training_examples() (slow)
-    guidance_frames: int = 8  # frames generated per guidance probe (conditioning family)
-    gen_prompts: int = 2  # prompts per generate call (generation family)
-    gen_frames: int = 50  # frames per generated sample (generation family)
-    gen_train_steps: int = 12  # updates of the short training whose checkpoints are compared (generation family)
-    gen_data_batches: int = 4  # loader batches measured for repetition-prone data (generation family)
-    gen_sweep: bool = True  # sweep sampling settings beyond the one-at-a-time resets (generation family)
-    gen_examples: int = 0  # training_examples() searched for a generated copy; 0: the loader's only (slow)
-    # timed updates on loader batches (performance family): 1 + 4 repeats of the longest worker period
-    # judged (8), so a slow worker among up to 8 and restarts every <= 16 batches both show; economy: 17
-    perf_steps: int = 33
-    perf_sync_steps: int = 2  # updates whose host reads (syncs) are counted (performance family)
+    def __init__(self, preset: str = "business", **values: Any):
+        if preset not in PRESETS:
+            raise ValueError(f"unknown budget preset {preset!r}; allowed: {', '.join(PRESETS)}")
+        unknown = sorted(set(values) - set(_declared())) if values else []
+        if unknown:
+            raise TypeError(f"unknown budget knob {unknown[0]!r}; known: {', '.join(sorted(KNOBS))}")
+        object.__setattr__(self, "preset", preset)
+        object.__setattr__(self, "values", dict(values))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name in ("preset", "values"):
+            raise AttributeError(name)
+        knob = _declared().get(name)
+        if knob is None:
+            raise AttributeError(f"no budget knob {name!r}")
+        return self.values[name] if name in self.values else getattr(knob, self.preset)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("a Budget is frozen")
+
+    def __repr__(self) -> str:
+        return f"Budget({self.preset!r}" + "".join(f", {k}={v!r}" for k, v in self.values.items()) + ")"
 
 
-BUDGETS = {
-    "economy": Budget(overfit_steps=30, sweep_lrs=7, sweep_steps=3, probe_steps=5, loader_batches=6,
-                      numerics_steps=2, amp_steps=3, cond_batches=4,
-                      gen_prompts=2, gen_frames=40, gen_train_steps=6, gen_data_batches=3, gen_sweep=False,
-                      perf_steps=17, perf_sync_steps=1),
-    "business": Budget(),
-    "full": Budget(overfit_steps=150, sweep_lrs=16, sweep_steps=6, probe_steps=16, update_steps=5, loader_batches=12,
-                   numerics_steps=6, amp_steps=12, cond_batches=16, cond_examples=True, guidance_frames=16,
-                   gen_prompts=4, gen_frames=100, gen_train_steps=40, gen_data_batches=8, gen_examples=256,
-                   perf_steps=49, perf_sync_steps=3),
-}
+def _declared() -> dict[str, Knob]:
+    from . import families  # noqa: F401  (importing the families declares their knobs)
+
+    return KNOBS
+
+
+#: The presets by name (`--budget economy|business|full`).
+BUDGETS = {name: Budget(name) for name in PRESETS}
 
 
 @dataclass
 class Context:
-    pipeline: Any
+    pipeline: Pipeline
     seed: int = 0
     budget: Budget = field(default_factory=Budget)
     progress: Callable[[str], None] | None = None
     findings: list[Finding] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    results: dict[str, Any] = field(default_factory=dict)
     _golden: GoldenRun | None = None
     _batch: Any = None
 
     def say(self, what: str) -> None:
         if self.progress is not None:
             self.progress(what)
+
+    def result(self, name: str) -> Any:
+        """The record the step `name` ("family.step", or the name it declared) produced; None if it did not run."""
+        return self.results.get(name)
 
     def golden(self) -> GoldenRun:
         """One recorded step of a freshly built model on the golden batch (cached)."""
@@ -92,22 +122,8 @@ class Context:
         seed_everything(self.seed)
         return self.pipeline.build_model(self.seed)
 
-    def found(self, *ids: str) -> list[Finding]:
-        """Findings already made in this run with one of these ids."""
-        return [f for f in self.findings if f.id in ids]
-
     def timed(self, name: str) -> _Timer:
         return _Timer(self, name)
-
-    def attempt(self, name: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, list[Finding]]:
-        """Run one experiment; if it raises, return (None, [the finding that says whose crash it is])."""
-        from ._crash import crash_finding
-
-        try:
-            with self.timed(name):
-                return fn(*args, **kwargs), []
-        except Exception as exc:
-            return None, [crash_finding(name, exc)]
 
 
 class _Timer:

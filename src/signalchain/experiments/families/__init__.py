@@ -1,5 +1,6 @@
-"""The doctor's families. Each module here registers its families with `@family(...)`; importing
-this package imports every module in it, so adding a family is adding a file."""
+"""The doctor's families. Each module here declares its families (`register(Family(name, title,
+steps=(Step(...), ...), after=(...), knobs=...))`); importing this package imports every module in it,
+so adding a family is adding a file."""
 
 import importlib
 import pkgutil

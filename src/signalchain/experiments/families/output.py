@@ -6,14 +6,15 @@ from typing import Any
 
 import numpy as np
 
-from ...checks.base import make, run_check
+from ...checks.base import make
 from ...checks.output import judge_decoder, judge_route
 from ...findings import Finding
-from ...pipeline import missing_capability
+from ...records.figures import Audio, Figure, Table, Text
+from ...records.output import RouteMeasurement
 from ...stats import as_batch_audio
 from ...trace import Trace
 from ..context import Context
-from ..doctor import family
+from ..doctor import PRIOR, Family, Step, register
 from ..output import measure_route, probe_decoder
 
 __all__: list[str] = []
@@ -60,33 +61,62 @@ def _verdict(findings: list[Finding]) -> str:
                if later else "."))
 
 
-@family("output", "The output route: generated tokens, decoder, scaling, the written file and its header")
-def output_family(ctx: Context) -> list[Finding]:
-    out: list[Finding] = []
-    ctx.metrics["output.verdict"] = {"kind": "text", "title": "Verdict on the output route", "text": ""}  # first
-    with ctx.timed("output.decoder"):
-        probe = probe_decoder(ctx)
-    out += run_check("checks.output.decoder", judge_decoder, probe)
-    with ctx.timed("output.route"):
-        measured = measure_route(ctx)
-    if measured is None:
-        out.append(missing_capability(ctx.pipeline, "render", "checks.output.route"))  # type: ignore[arg-type]
-    else:
-        route, trace = measured
-        out += run_check("checks.output.route", judge_route, route)
-        golden = ctx.golden().trace
-        ctx.metrics["output.stages"] = {
-            "kind": "table", "title": "Audio at every stage of the route (golden step, then a fresh model's render)",
-            "headers": ["stage", "rate", "subtype", "RMS dBFS (min … max)", "peak", "silent frames (max)",
-                        "clipped (max)", "non-finite"],
-            "rows": _stage_rows(golden, "training step") + _stage_rows(trace, "render")}
-        clips = _clips(golden, "training step") + _clips(trace, "render")
-        for rate in sorted({c["rate"] for c in clips}):
-            ctx.metrics[f"output.listen_{rate}"] = {
-                "kind": "audio", "title": f"Listen to every stage at {rate} Hz", "sample_rate": rate,
-                "clips": [{k: v for k, v in c.items() if k != "rate"} for c in clips if c["rate"] == rate]}
-        if route.error:
-            out.append(make("output.route_failed", "info", None, f"the output route raised {route.error}",
-                            "checks.output", hint="see the findings on the stages before it"))
-    ctx.metrics["output.verdict"]["text"] = _verdict(ctx.findings + out)
+VERDICT = "Verdict on the output route"
+ROUTE_KEY = "output.route"
+
+
+def _slot(_: None) -> dict[str, Figure]:
+    return {"output.verdict": Text(VERDICT, "")}  # first on the page; the text comes last
+
+
+def _route(m: tuple[RouteMeasurement, Trace]) -> list[Finding]:
+    return judge_route(m[0])
+
+
+def route_failed(m: tuple[RouteMeasurement, Trace]) -> list[Finding]:
+    route = m[0]
+    if not route.error:
+        return []
+    return [make("output.route_failed", "info", None, f"the output route raised {route.error}",
+                 "checks.output", hint="see the findings on the stages before it")]
+
+
+def _with_golden(ctx: Context, m: tuple[RouteMeasurement, Trace]) -> tuple[Trace, Trace]:
+    return ctx.golden().trace, m[1]
+
+
+def _show_stages(traces: tuple[Trace, Trace]) -> dict[str, Figure]:
+    golden, trace = traces
+    out: dict[str, Figure] = {"output.stages": Table(
+        "Audio at every stage of the route (golden step, then a fresh model's render)",
+        ["stage", "rate", "subtype", "RMS dBFS (min … max)", "peak", "silent frames (max)", "clipped (max)",
+         "non-finite"],
+        _stage_rows(golden, "training step") + _stage_rows(trace, "render"))}
+    clips = _clips(golden, "training step") + _clips(trace, "render")
+    for rate in sorted({c["rate"] for c in clips}):
+        out[f"output.listen_{rate}"] = Audio(f"Listen to every stage at {rate} Hz", rate,
+                                             [{k: v for k, v in c.items() if k != "rate"} for c in clips
+                                              if c["rate"] == rate])
     return out
+
+
+def _verdict_text(ctx: Context, prior: list[Finding]) -> str:
+    return _verdict(prior)
+
+
+def _show_verdict(text: str) -> dict[str, Figure]:
+    return {"output.verdict": Text(VERDICT, text)}
+
+
+register(Family("output", "The output route: generated tokens, decoder, scaling, the written file and its header",
+                after=("generation",), steps=(
+    Step("verdict_slot", show=_slot),
+    Step("decoder", measure=probe_decoder, isolated=False, judges=(judge_decoder,)),
+    Step("route", needs=("render|generate+decode",), needed_by="checks.output.route", measure=measure_route,
+         isolated=False, judges=(_route,)),
+    Step("stages", when=lambda ctx: ctx.result(ROUTE_KEY) is not None, measure=_with_golden, reads=(ROUTE_KEY,),
+         timing="", isolated=False, show=_show_stages),
+    Step("route_failed", reads=(ROUTE_KEY,), when=lambda ctx: ctx.result(ROUTE_KEY) is not None,
+         judges=(route_failed,)),
+    Step("verdict", measure=_verdict_text, reads=(PRIOR,), timing="", isolated=False, show=_show_verdict),
+)))

@@ -10,17 +10,18 @@ each split's). The file audit (`signalchain audit`) runs the same judges on data
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 from typing import Any
 
 from ...audio.fingerprint import audio_hash, mono
 from ...audit.judge_leaks import LoaderEvidence, judge_loaders, judge_norm_stats
 from ...audit.memory import ClipAudit, audit_clips, clip_fields
 from ...audit.taps import AudioTap, recover_standardisation
-from ...checks.base import make, run_check
+from ...checks.base import make
 from ...findings import Finding
-from ...pipeline import capabilities, missing_capability
+from ...records.figures import Audio, Figure, Table
 from ..context import Context
-from ..doctor import family
+from ..doctor import SELF, Family, Step, judge, register
 from ..splits import audio_taps as _audio_taps
 from ..splits import loader_clips as _loader_clips
 
@@ -63,22 +64,23 @@ def _measure_loaders(ctx: Context, audit: ClipAudit, splits: list[str], model: A
     return evidence, problems
 
 
-def _metrics(ctx: Context, audit: ClipAudit, splits: dict[str, list[Any]]) -> None:
+def _metrics(seen: tuple[ClipAudit, dict[str, list[Any]]]) -> dict[str, Figure]:
+    audit, splits = seen
     rows = []
     for name, s in audit.stats.items():
         f = s.figures()
         seconds = sum(e.seconds for e in audit.entries if e.split == name)
         rows.append([name, int(f["clips"]), round(seconds, 1), f"{f['mean']:.3g}", f"{f['std']:.3g}"])
-    ctx.metrics["splits.sizes"] = {"kind": "table", "title": "Splits as splits() lists them",
-                                   "headers": ["split", "clips", "seconds", "mean", "std"], "rows": rows}
+    out: dict[str, Figure] = {"splits.sizes": Table("Splits as splits() lists them",
+                                                    ["split", "clips", "seconds", "mean", "std"], rows)}
     flagged = sorted(audit.matches, key=lambda m: -m.similarity)[:200]
     if flagged:
         e = audit.entries
-        ctx.metrics["splits.matches"] = {
-            "kind": "table", "title": "The same audio on both sides of the split",
-            "headers": ["kind", "evaluation", "training", "similarity", "coverage", "overlap (s)"],
-            "rows": [[m.kind, e[m.a].ref, e[m.b].ref, f"{m.similarity:.3f}", f"{m.coverage:.2f}",
-                      f"{m.overlap_seconds:.2f}"] for m in flagged]}
+        out["splits.matches"] = Table(
+            "The same audio on both sides of the split",
+            ["kind", "evaluation", "training", "similarity", "coverage", "overlap (s)"],
+            [[m.kind, e[m.a].ref, e[m.b].ref, f"{m.similarity:.3f}", f"{m.coverage:.2f}",
+              f"{m.overlap_seconds:.2f}"] for m in flagged])
         flat = [(s, i) for s, clips in splits.items() for i in range(len(clips))]  # entry k is flat[k]
         pairs = []
         for m in flagged[:3]:
@@ -88,45 +90,82 @@ def _metrics(ctx: Context, audit: ClipAudit, splits: dict[str, list[Any]]) -> No
                 pairs.append({"label": e[k].ref, "audio": audio[:, : 8 * sr], "rate": sr,
                               "note": f"{m.kind} pair, similarity {m.similarity:.3f}"})
         if pairs and len({c["rate"] for c in pairs}) == 1:
-            ctx.metrics["splits.listen"] = {"kind": "audio", "title": "Listen: flagged pairs (evaluation, then training)",
-                                            "sample_rate": pairs[0]["rate"],
-                                            "clips": [{k: v for k, v in c.items() if k != "rate"} for c in pairs]}
+            out["splits.listen"] = Audio("Listen: flagged pairs (evaluation, then training)", pairs[0]["rate"],
+                                         [{k: v for k, v in c.items() if k != "rate"} for c in pairs])
+    return out
 
 
-def _judge_norm(taps: list[AudioTap], audit: ClipAudit) -> list[Finding]:
-    fitted = recover_standardisation(taps)
+@dataclass
+class _NormTaps:
+    """The golden step's audio taps, on the fresh model the loaders' step reuses."""
+
+    model: Any
+    taps: list[AudioTap]
+    problems: list[Finding]
+
+
+def _read(ctx: Context) -> dict[str, list[Any]]:
+    return {str(k): list(v) for k, v in ctx.pipeline.splits().items()}
+
+
+def _audit(ctx: Context, splits: dict[str, list[Any]]) -> ClipAudit:
+    return audit_clips(splits, progress=lambda s: ctx.say(f"splits: {s}"))
+
+
+def audit_findings(audit: ClipAudit) -> list[Finding]:
+    return list(audit.findings)
+
+
+def _norm_taps(ctx: Context) -> _NormTaps:
+    model = ctx.fresh_model()
+    try:
+        return _NormTaps(model, _audio_taps(ctx.pipeline, ctx.batch(), model), [])
+    except Exception as exc:  # the user's step failing is reported by the data family
+        return _NormTaps(model, [], [make("split.norm_unchecked", "info", None, f"the step raised {type(exc).__name__}: "
+                                          f"{exc}; normalisation statistics were not checked", CHECK,
+                                          hint="fix the step first")])
+
+
+def norm_unchecked(seen: _NormTaps) -> list[Finding]:
+    return seen.problems
+
+
+def judge_norm(seen: _NormTaps, audit: ClipAudit) -> list[Finding]:
+    fitted = recover_standardisation(seen.taps)
     return [] if fitted is None else judge_norm_stats(fitted, audit.stats, audit.train)
 
 
-@family("splits", "Splits: evaluation data leaking into training (ids, copies, windows, versions, statistics, samplers)")
-def splits_family(ctx: Context) -> list[Finding]:
-    p = ctx.pipeline
-    if "splits" not in capabilities(p):
-        return [missing_capability(p, "splits", "experiments.splits")]  # type: ignore[list-item]
-    ctx.say("splits: reading splits()")
-    with ctx.timed("splits.read"):
-        splits = {str(k): list(v) for k, v in p.splits().items()}
-    with ctx.timed("splits.audit"):
-        audit = audit_clips(splits, progress=lambda s: ctx.say(f"splits: {s}"))
-    out = list(audit.findings)
-    if not audit.has_audio:  # metadata-only records: audit_clips said so once; nothing to match audio against
-        _metrics(ctx, audit, splits)
-        return out
-    with ctx.timed("splits.norm"):
-        model = ctx.fresh_model()
-        try:
-            taps = _audio_taps(p, ctx.batch(), model)
-        except Exception as exc:  # the user's step failing is reported by the data family
-            taps = []
-            out.append(make("split.norm_unchecked", "info", None, f"the step raised {type(exc).__name__}: {exc}; "
-                            "normalisation statistics were not checked", CHECK, hint="fix the step first"))
-        out += run_check("audit.norm_stats", _judge_norm, taps, audit)
-    if "loader" in capabilities(p):
-        ctx.say("splits: what the loaders serve")
-        with ctx.timed("splits.loaders"):
-            evidence, problems = _measure_loaders(ctx, audit, list(splits), model)
-        out += problems + run_check("audit.loaders", judge_loaders, audit.train, evidence)
-    else:
-        out.append(missing_capability(p, "loader", "experiments.splits.loaders"))  # type: ignore[arg-type]
-    _metrics(ctx, audit, splits)
-    return out
+def _loaders(ctx: Context, audit: ClipAudit, splits: dict[str, list[Any]], seen: _NormTaps
+             ) -> tuple[list[LoaderEvidence], list[Finding], str]:
+    evidence, problems = _measure_loaders(ctx, audit, list(splits), seen.model)
+    return evidence, problems, audit.train
+
+
+def loader_problems(m: tuple[list[LoaderEvidence], list[Finding], str]) -> list[Finding]:
+    return m[1]
+
+
+def judge_served(m: tuple[list[LoaderEvidence], list[Finding], str]) -> list[Finding]:
+    return judge_loaders(m[2], m[0])
+
+
+def _has_audio(ctx: Context) -> bool:
+    return ctx.result("splits.audit").has_audio
+
+
+def _both(ctx: Context, audit: ClipAudit, splits: dict[str, list[Any]]) -> tuple[ClipAudit, dict[str, list[Any]]]:
+    return audit, splits
+
+
+register(Family("splits", "Splits: evaluation data leaking into training (ids, copies, windows, versions, statistics, samplers)",
+                after=("output",), needs=("splits",), needed_by="experiments.splits", steps=(
+    Step("read", say="splits: reading splits()", measure=_read, isolated=False, empty_ok=True),
+    Step("audit", measure=_audit, reads=("splits.read",), isolated=False, judges=(audit_findings,)),
+    # Metadata-only records: audit_clips said so once; there is no audio to match.
+    Step("norm", when=_has_audio, measure=_norm_taps, isolated=False,
+         judges=(norm_unchecked, judge(judge_norm, SELF, "splits.audit"))),
+    Step("loaders", when=_has_audio, needs=("loader",), needed_by="experiments.splits.loaders",
+         say="splits: what the loaders serve", measure=_loaders, reads=("splits.audit", "splits.read", "splits.norm"),
+         isolated=False, judges=(loader_problems, judge_served)),
+    Step("sizes", measure=_both, reads=("splits.audit", "splits.read"), timing="", isolated=False, show=_metrics),
+)))

@@ -24,13 +24,11 @@ from .state import Snapshot, scan_state
 
 __all__ = ["measure_numerics", "numerics_report_of"]
 
-_SHARED = "_numerics_report"  # kept on the Context so that the precision family can reuse the replay
-
 
 def numerics_report_of(ctx: Context) -> NumericsMeasurement | None:
     """This doctor run's numerics report, if the numerics family ran (the precision family reuses its
     replay of update 0 instead of paying for it again: a float16 step on a CPU is slow)."""
-    return ctx.__dict__.get(_SHARED)
+    return ctx.result("numerics")
 
 
 def _params_finite(model: torch.nn.Module) -> bool:
@@ -79,5 +77,4 @@ def measure_numerics(ctx: Context) -> NumericsMeasurement:
             report.locate = locate(p, model, batch, optimizer, restore=restore)
             break
     report.after = scan_state(model, optimizer, report.updates)
-    ctx.__dict__[_SHARED] = report
     return report
