@@ -153,9 +153,15 @@ def search_scale(sizes: list[int], threads: int) -> None:
         t0 = time.perf_counter()
         neighbours(flat, vecs[sub], owner[sub], leakage.NEIGHBOURS, leakage.CANDIDATE_SIMILARITY)
         t_brute = (time.perf_counter() - t0) * len(q) / len(sub)
-        brute = neighbours(flat, vecs[q], owner[q], leakage.NEIGHBOURS, leakage.CANDIDATE_SIMILARITY) if n <= 10_000 else None
+        brute = (
+            neighbours(flat, vecs[q], owner[q], leakage.NEIGHBOURS, leakage.CANDIDATE_SIMILARITY)
+            if n <= 10_000
+            else None
+        )
         recall = np.mean([(v, t) in found for v, t in partner.items()])
-        b_recall = f"{np.mean([(v, t) in brute for v, t in partner.items()]):12.2f}" if brute is not None else f"{'—':>12s}"
+        b_recall = (
+            f"{np.mean([(v, t) in brute for v, t in partner.items()]):12.2f}" if brute is not None else f"{'—':>12s}"
+        )
         print(f"  {n:8d} {len(vecs):9d} {'IVF' if not index.exact else 'flat':>6s} {t_search:9.1f} {t_brute:9.1f} "
               f"{t_brute / t_search:8.1f} {recall:7.2f} {b_recall}")
 

@@ -62,7 +62,9 @@ def main() -> None:
     torch.manual_seed(args.seed)
     model = pipe.build_model(args.seed)
     opt = pipe.build_optimizer(model)
-    cosine = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, args.steps) / args.steps)))
+    cosine = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, args.steps) / args.steps))
+    )
     valid_it = evaluator.loader("valid", seed=123)
     valid = [next(valid_it) for _ in range(6)]
     train_it = pipe.loader("train", seed=args.seed)
@@ -80,8 +82,11 @@ def main() -> None:
             for m, v in row.items():
                 curve[f"valid_{m}"].append(v)
             recent.clear()
-            print(f"step {step:5d}  train {curve['train'][-1]:.3f}  valid true {row['true']:.3f}  "
-                  f"shuffled {row['shuffled']:.3f}  none {row['none']:.3f}  ({time.perf_counter() - t0:.0f} s)", flush=True)
+            print(
+                f"step {step:5d}  train {curve['train'][-1]:.3f}  valid true {row['true']:.3f}  "
+                f"shuffled {row['shuffled']:.3f}  none {row['none']:.3f}  ({time.perf_counter() - t0:.0f} s)",
+                flush=True,
+            )
     seconds = time.perf_counter() - t0
     final = {m: curve[f"valid_{m}"][-1] for m in ("true", "shuffled", "none")}
     margin = final["shuffled"] - final["true"]
@@ -95,7 +100,9 @@ def main() -> None:
     # Listen: generate for four validation captions and write them beside their captions.
     batch = evaluator.make_batch(list(evaluator.split_indices("valid"))[:4], seed=0)
     files = pipe.render(model, batch, out / "samples", {"max_frames": 150, "cfg_coef": 3.0, "seed": 0})
-    (out / "samples" / "captions.txt").write_text("\n".join(f"{f.name}\t{c}" for f, c in zip(files, batch.captions)) + "\n")
+    (out / "samples" / "captions.txt").write_text(
+        "\n".join(f"{f.name}\t{c}" for f, c in zip(files, batch.captions)) + "\n"
+    )
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(out / "model.safetensors"))
     print(f"\nheld-out cross-entropy after {args.steps} steps ({seconds:.0f} s): true captions {final['true']:.3f}, "
           f"shuffled {final['shuffled']:.3f}, none {final['none']:.3f}; margin {margin:.3f} nats "

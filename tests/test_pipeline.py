@@ -10,7 +10,9 @@ def test_load_from_file_with_factory_class_and_instance(tmp_path):
     assert load_pipeline(f"{TOY}:make").name == "toy"
     assert load_pipeline(f"{TOY}:ToyPipeline").name == "toy"
     f = tmp_path / "p.py"
-    f.write_text("import sys\nsys.path.insert(0, 'tests')\nfrom toy_pipeline import ToyPipeline\npipe = ToyPipeline('crop')\n")
+    f.write_text(
+        "import sys\nsys.path.insert(0, 'tests')\nfrom toy_pipeline import ToyPipeline\npipe = ToyPipeline('crop')\n"
+    )
     assert load_pipeline(f"{f}:pipe").change == "crop"
 
 

@@ -155,5 +155,7 @@ def test_gain_shifts_rms_by_its_decibels(x, gain):
 def test_tensor_summary_bounds(x):
     s = tensor_summary(x)
     if x.size:
-        assert s["min"] <= s["mean"] + 1e-3 * max(1, abs(s["mean"])) and s["mean"] <= s["max"] + 1e-3 * max(1, abs(s["mean"]))
+        assert s["min"] <= s["mean"] + 1e-3 * max(1, abs(s["mean"])) and s["mean"] <= s["max"] + 1e-3 * max(
+            1, abs(s["mean"])
+        )
         assert s["abs_max"] == pytest.approx(float(np.abs(x.astype(np.float64)).max()))

@@ -28,7 +28,9 @@ class ToyPipeline:
         rng = np.random.default_rng(seed)
         t = np.arange(SR) / SR
         freqs = rng.uniform(200, 800, size=4)
-        audio = np.stack([np.stack([0.3 * np.sin(2 * np.pi * f * t), 0.25 * np.sin(2 * np.pi * f * t + 0.3)]) for f in freqs])
+        audio = np.stack(
+            [np.stack([0.3 * np.sin(2 * np.pi * f * t), 0.25 * np.sin(2 * np.pi * f * t + 0.3)]) for f in freqs]
+        )
         return {"audio": torch.tensor(audio, dtype=torch.float32),
                 "captions": [f"tone at {int(f)} hertz" for f in freqs],
                 "metadata": [{"source_id": f"toy-{i}", "freq": float(f)} for i, f in enumerate(freqs)]}

@@ -231,4 +231,8 @@ def json_summary(value: Any) -> dict[str, Any]:
 
 def scalar_summary(value: float | int | bool) -> dict[str, Any]:
     v = float(value)
-    return {"value": v if math.isfinite(v) else str(v), "finite": math.isfinite(v), "hash": content_hash(v if math.isfinite(v) else str(v))}
+    return {
+        "value": v if math.isfinite(v) else str(v),
+        "finite": math.isfinite(v),
+        "hash": content_hash(v if math.isfinite(v) else str(v)),
+    }

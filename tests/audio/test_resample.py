@@ -36,7 +36,9 @@ def test_soxr_channels_first_matches_soxr_on_time_first() -> None:
 
 def test_soxr_time_first_matches_soxr() -> None:
     x = RNG.standard_normal((3000, 2))  # [T, C], as the HTML player holds audio
-    np.testing.assert_array_equal(resample(x, 4000, 8000, time_axis=0), soxr.resample(np.ascontiguousarray(x), 4000, 8000))
+    np.testing.assert_array_equal(
+        resample(x, 4000, 8000, time_axis=0), soxr.resample(np.ascontiguousarray(x), 4000, 8000)
+    )
 
 
 def test_poly_matches_resample_poly_with_the_gcd_reduced_ratio() -> None:

@@ -13,8 +13,23 @@ from signalchain.cli import cli
 
 def test_audit_of_planted_splits_exits_1_with_reports(planted: dict[str, Any], tmp_path: Path) -> None:
     out, page = tmp_path / "a.json", tmp_path / "a.html"
-    res = CliRunner().invoke(cli, ["audit", "--split", f"train={planted['train']}", "--split", f"valid={planted['valid']}",
-                                   "--max-caption-tokens", "40", "--no-cache", "--json", str(out), "--html", str(page)])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "audit",
+            "--split",
+            f"train={planted['train']}",
+            "--split",
+            f"valid={planted['valid']}",
+            "--max-caption-tokens",
+            "40",
+            "--no-cache",
+            "--json",
+            str(out),
+            "--html",
+            str(page),
+        ],
+    )
     assert res.exit_code == 1, res.output
     rep = json.loads(out.read_text())
     ids = {f["id"] for f in rep["findings"]}
@@ -25,7 +40,9 @@ def test_audit_of_planted_splits_exits_1_with_reports(planted: dict[str, Any], t
 
 
 def test_audit_of_a_clean_folder_of_splits_exits_0(clean: dict[str, Any], tmp_path: Path) -> None:
-    res = CliRunner().invoke(cli, ["audit", str(clean["root"]), "--cache", str(tmp_path / "c.sqlite"), "--workers", "1"])
+    res = CliRunner().invoke(
+        cli, ["audit", str(clean["root"]), "--cache", str(tmp_path / "c.sqlite"), "--workers", "1"]
+    )
     assert res.exit_code == 0, res.output
     assert "train" in res.output and "valid" in res.output
 

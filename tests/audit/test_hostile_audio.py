@@ -57,8 +57,15 @@ def audited(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def _named(report: dict[str, Any], name: str) -> list[dict[str, Any]]:
-    return [f for f in report["findings"] if f["severity"] != "info" and
-            (Path(f["evidence"].get("path", "")).name == name or name in {Path(p).name for p in f["evidence"].get("paths", [])})]
+    return [
+        f
+        for f in report["findings"]
+        if f["severity"] != "info"
+        and (
+            Path(f["evidence"].get("path", "")).name == name
+            or name in {Path(p).name for p in f["evidence"].get("paths", [])}
+        )
+    ]
 
 
 def test_the_audit_finishes_and_reports_every_good_file(audited: dict[str, Any]) -> None:
@@ -165,7 +172,9 @@ def test_a_header_claiming_two_billion_frames_allocates_what_is_there(tmp_path: 
 def test_two_worker_processes_give_the_same_report(audited: dict[str, Any], tmp_path: Path) -> None:
     out = tmp_path / "w2.json"
     with alarm(300):
-        run = CliRunner().invoke(cli, ["audit", str(audited["root"]), "--no-cache", "--workers", "2", "--json", str(out)])
+        run = CliRunner().invoke(
+            cli, ["audit", str(audited["root"]), "--no-cache", "--workers", "2", "--json", str(out)]
+        )
     assert run.exit_code == 1, run.output[-3000:]
     report = json.loads(out.read_text())
     key = lambda r: sorted((f["id"], f["message"]) for f in r["findings"] if f["id"] != "audit.cache")  # noqa: E731

@@ -49,7 +49,9 @@ def _naming(findings: list[Finding], name: str, fid: str | None = None) -> list[
 def _assert_goods_reported(res, goods: list[Path]) -> None:  # type: ignore[no-untyped-def]
     files = {Path(f["path"]).name: f for f in res.files}
     for g in goods:
-        assert g.name in files and files[g.name]["problem"] is None and files[g.name]["seconds"] > 1.0, files.get(g.name)
+        assert g.name in files and files[g.name]["problem"] is None and files[g.name]["seconds"] > 1.0, files.get(
+            g.name
+        )
         loud = [f for f in res.findings if f.severity.value != "info" and f.evidence.get("path", "").endswith(g.name)]
         assert not loud, [f.message for f in loud]
     assert not [f for f in res.findings if f.id == "internal.check_failed"], [f.message for f in res.findings]

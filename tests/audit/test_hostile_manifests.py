@@ -71,8 +71,13 @@ def _line(kind: str, value: Any, good: str) -> bytes:
     raise AssertionError(kind)
 
 
-_VALUES = {"deep": st.integers(1001, 60_000), "huge_int": st.integers(4301, 6000), "float_overflow": st.integers(309, 900),
-           "garbage": st.binary(min_size=1, max_size=300), "long": st.integers(0, 3 * LONG)}
+_VALUES = {
+    "deep": st.integers(1001, 60_000),
+    "huge_int": st.integers(4301, 6000),
+    "float_overflow": st.integers(309, 900),
+    "garbage": st.binary(min_size=1, max_size=300),
+    "long": st.integers(0, 3 * LONG),
+}
 
 
 @st.composite

@@ -74,7 +74,9 @@ def test_a_folder_of_hostile_entries_is_audited_to_the_end(hostile_folder: dict[
     files = {Path(f["path"]).name: f for f in report["files"]}
     for name in hostile_folder["goods"]:
         assert files[name]["problem"] is None, files[name]
-        assert not [f for f in report["findings"] if f["severity"] != "info" and f["evidence"].get("path", "").endswith(name)]
+        assert not [
+            f for f in report["findings"] if f["severity"] != "info" and f["evidence"].get("path", "").endswith(name)
+        ]
     assert sum(1 for f in report["files"] if f["path"].endswith("inner.wav")) == 1
     assert not [f for f in report["findings"] if f["id"] == "internal.check_failed"]
 
@@ -88,7 +90,9 @@ def test_every_hostile_entry_is_a_finding_naming_it(hostile_folder: dict[str, An
 
 
 def test_folder_links_into_their_own_ancestry_are_named_not_followed(hostile_folder: dict[str, Any]) -> None:
-    loops = {Path(f["evidence"]["path"]).name for f in hostile_folder["report"]["findings"] if f["id"] == "file.symlink_loop"}
+    loops = {
+        Path(f["evidence"]["path"]).name for f in hostile_folder["report"]["findings"] if f["id"] == "file.symlink_loop"
+    }
     assert loops == {Path(k).name for k in FOLDER_LOOPS}
     TRIED["paths:folder_loops"] += len(FOLDER_LOOPS)
 
@@ -129,7 +133,9 @@ def test_fifos_beside_the_audio_are_never_read(tmp_path: Path) -> None:
     make_fifo(tmp_path / "feat.npy")
     (tmp_path / "b.json").write_text(json.dumps({"description": "fine", "feature_path": str(tmp_path / "feat.npy")}))
     manifest = tmp_path / "data.jsonl"
-    manifest.write_text(json.dumps({"path": "a.wav"}) + "\n" + json.dumps({"path": "b.wav", "features": "feat.npy"}) + "\n")
+    manifest.write_text(
+        json.dumps({"path": "a.wav"}) + "\n" + json.dumps({"path": "b.wav", "features": "feat.npy"}) + "\n"
+    )
     out = tmp_path / "r.json"
     with alarm(60):
         run = CliRunner().invoke(cli, ["audit", str(manifest), "--no-cache", "--json", str(out)])
@@ -170,7 +176,9 @@ def test_a_folder_whose_name_is_not_utf8_is_audited_with_its_reports(tmp_path: P
             sf.write(fh, tone(60 + i), SR, format="WAV")
     out, page = tmp_path / "r.json", tmp_path / "r.html"
     with alarm(120):
-        run = CliRunner().invoke(cli, ["audit", os.fsdecode(folder), "--no-cache", "--json", str(out), "--html", str(page)])
+        run = CliRunner().invoke(
+            cli, ["audit", os.fsdecode(folder), "--no-cache", "--json", str(out), "--html", str(page)]
+        )
     assert run.exit_code == 0, run.output[-2000:]
     report = json.loads(out.read_text())
     assert [f["problem"] for f in report["files"]] == [None, None] and report["sources"][0]["path"].endswith("d\\xff")

@@ -72,10 +72,15 @@ def test_loaders_that_serve_the_other_split() -> None:
 
 
 def test_titles_fold_versions_and_need_an_artist() -> None:
-    assert title_key("Blue Train (Live at Newport)", "J. Coltrane") == title_key("blue train - remastered 2003", "j coltrane")
+    assert title_key("Blue Train (Live at Newport)", "J. Coltrane") == title_key(
+        "blue train - remastered 2003", "j coltrane"
+    )
     assert title_key("Blue Train", None) is None
-    entries = [Entry("train", "a", "a", "h1", title="Song", artist="X"), Entry("valid", "b", "b", "h2", title="song [demo]", artist="x"),
-               Entry("valid", "c", "c", "h3", title="Song", artist="Y")]
+    entries = [
+        Entry("train", "a", "a", "h1", title="Song", artist="X"),
+        Entry("valid", "b", "b", "h2", title="song [demo]", artist="x"),
+        Entry("valid", "c", "c", "h3", title="Song", artist="Y"),
+    ]
     found = judge_alternate_versions(entries, [])
     assert len(found) == 1 and found[0].evidence["pairs"][0]["a"] == "b"
 
@@ -92,7 +97,10 @@ def test_placeholder_captions_warn_and_template_pairs_inform() -> None:
     items += [(Item("train", "g1", caption="warm organ"), "x1"), (Item("train", "g2", caption="warm organ"), "x2")]
     items += [(Item("train", "g3", caption="warm organ"), "x1")]  # the same clip listed twice: not a caption issue
     found = judge_captions(items)
-    assert [(f.id, f.severity.value) for f in found] == [("caption.duplicate", "warning"), ("caption.duplicate", "info")]
+    assert [(f.id, f.severity.value) for f in found] == [
+        ("caption.duplicate", "warning"),
+        ("caption.duplicate", "info"),
+    ]
     assert found[0].evidence["count"] == 5
 
 

@@ -61,7 +61,9 @@ def _stats(root: Path, splits: tuple[str, ...]) -> tuple[float, float]:
 def test_each_planted_defect_is_found_with_its_id_and_path(planted_audit: Any, defect: str) -> None:
     fid, stem = PLANTED[defect]
     hits = [f for f in planted_audit.findings if f.id == fid and stem in _paths(f)]
-    assert hits, f"{defect}: no {fid} naming {stem}; found {[(f.id, sorted(_paths(f))) for f in planted_audit.findings]}"
+    assert hits, (
+        f"{defect}: no {fid} naming {stem}; found {[(f.id, sorted(_paths(f))) for f in planted_audit.findings]}"
+    )
     assert all(f.stage == ("split" if fid.startswith("split.") else "dataset") for f in hits)
     assert all(f.severity.value in ("warning", "error") for f in hits)
 
@@ -73,7 +75,9 @@ def test_near_duplicates_are_not_called_overlaps_nor_the_reverse(planted_audit: 
     assert not any(s.startswith("v-0") for s in kinds), "an unrelated valid clip was matched"
 
 
-def test_manifest_lines_that_cannot_be_read_are_named_and_the_rest_is_audited(planted_audit: Any, planted: dict) -> None:
+def test_manifest_lines_that_cannot_be_read_are_named_and_the_rest_is_audited(
+    planted_audit: Any, planted: dict
+) -> None:
     bad = [f for f in planted_audit.findings if f.id == "manifest.invalid"]
     lines = sorted(f.evidence["line"] for f in bad)
     first = planted["train_lines"] + 1
@@ -96,7 +100,9 @@ def test_clean_dataset_has_no_error_nor_warning(clean: dict[str, Any], tmp_path:
     stats.write_text(json.dumps({"mean": mean, "std": std}))
     sampler = tmp_path / "sampler.json"
     sampler.write_text(json.dumps(list(range(24))))
-    res = run_audit([str(clean["root"])], stats_file=str(stats), sampler_file=str(sampler), cache_path=tmp_path / "c.db")
+    res = run_audit(
+        [str(clean["root"])], stats_file=str(stats), sampler_file=str(sampler), cache_path=tmp_path / "c.db"
+    )
     assert [s["split"] for s in res.sources] == ["train", "valid"]
     loud = [f for f in res.findings if f.severity.value != "info"]
     assert not loud, [f.message for f in loud]
@@ -129,7 +135,9 @@ def test_a_damaged_cache_is_set_aside_not_trusted(clean: dict[str, Any], tmp_pat
 def test_parallel_workers_give_the_same_findings(planted: dict[str, Any], planted_audit: Any) -> None:
     par = run_audit(splits=[("train", str(planted["train"])), ("valid", str(planted["valid"]))], workers=2,
                     max_caption_tokens=40, cache_path=None)
-    ids = lambda r: sorted((f.id, f.message) for f in r.findings if not f.id.startswith(("split.norm", "split.sampler")))  # noqa: E731
+    ids = lambda r: sorted(  # noqa: E731
+        (f.id, f.message) for f in r.findings if not f.id.startswith(("split.norm", "split.sampler"))
+    )
     assert ids(par) == ids(planted_audit)
 
 
@@ -152,7 +160,9 @@ def test_audiofolder_with_split_folders_and_bad_rows(tmp_path: Path) -> None:
         for n in names:
             audio = clip.audio if n in ("a", "c") else generate_clip(ord(n), 6, 16000, seconds=2.5).audio
             sf.write(root / split / f"{n}.wav", audio.T, 16000)
-    (root / "train" / "metadata.csv").write_bytes(b"file_name,text\na.wav,warm organ\nb.wav,caf\xe9 music\nz.wav,gone\n")
+    (root / "train" / "metadata.csv").write_bytes(
+        b"file_name,text\na.wav,warm organ\nb.wav,caf\xe9 music\nz.wav,gone\n"
+    )
     (root / "test" / "metadata.csv").write_bytes(b"file_name,text\nc.wav,bright lead\n")
     res = run_audit([str(root)], cache_path=None)
     found = {(f.id, Path(f.evidence.get("path") or f.evidence.get("manifest") or "").name) for f in res.findings}
@@ -170,7 +180,9 @@ def test_plain_folder_with_text_captions(tmp_path: Path) -> None:
     res = run_audit([str(tmp_path)], cache_path=None)
     bad = [f for f in res.findings if f.id == "metadata.missing"]
     assert len(bad) == 1 and bad[0].evidence["path"].endswith("0.wav") and "UTF-8" in bad[0].message
-    assert [f["caption"] for f in res.files if f["path"].endswith("1.wav")] == [generate_clip(1, 8, 16000, seconds=2.0).caption]
+    assert [f["caption"] for f in res.files if f["path"].endswith("1.wav")] == [
+        generate_clip(1, 8, 16000, seconds=2.0).caption
+    ]
 
 
 def test_many_files_with_one_problem_are_listed_then_summarised(tmp_path: Path) -> None:
@@ -200,6 +212,10 @@ def test_a_float_file_at_integer_scale_is_a_scale_error_not_clipping(tmp_path: P
     sf.write(tmp_path / "int-scale.wav", x * 32768.0, SR, subtype="FLOAT")  # int16 values written as float
     sf.write(tmp_path / "fine.wav", x, SR, subtype="FLOAT")
     res = run_audit([str(tmp_path)], cache_path=None)
-    loud = {(f.id, Path(f.evidence["path"]).name) for f in res.findings if f.severity.value != "info" and "path" in f.evidence}
+    loud = {
+        (f.id, Path(f.evidence["path"]).name)
+        for f in res.findings
+        if f.severity.value != "info" and "path" in f.evidence
+    }
     assert ("audio.scale", "int-scale.wav") in loud
     assert not any(name == "fine.wav" for _, name in loud) and ("audio.clipped", "int-scale.wav") not in loud

@@ -39,7 +39,10 @@ PLACES = ["at night", "by the sea", "in a hall", "under rain"]
 
 
 def caption(rng):
-    return f"A {rng.choice(MOODS)} {rng.choice(GEAR)} piece recorded {rng.choice(PLACES)}, {int(rng.integers(60, 180))} bpm"
+    return (
+        f"A {rng.choice(MOODS)} {rng.choice(GEAR)} piece recorded {rng.choice(PLACES)}, "
+        f"{int(rng.integers(60, 180))} bpm"
+    )
 
 
 def batch(rng, n=8, source="loader", max_len=32, rate=0.2):
@@ -251,8 +254,12 @@ def test_guidance_cancelling_the_condition():
 def test_identical_generations_are_no_evidence_when_the_caption_barely_moves_the_predictions():
     """A fresh HF decoder's cross-attention moves its predictions by ~1e-4 in total variation: 128
     sampled tokens are then expected to be identical for any caption (0.05 expected changes)."""
-    weak = Sensitivity(4, {"other caption": 0.66, "null caption": 2.8}, {"other caption": 1.5e-3, "null caption": 5.6e-3},
-                       tv={"other caption": 8e-5, "null caption": 4e-4})
+    weak = Sensitivity(
+        4,
+        {"other caption": 0.66, "null caption": 2.8},
+        {"other caption": 1.5e-3, "null caption": 5.6e-3},
+        tv={"other caption": 8e-5, "null caption": 4e-4},
+    )
     same = GuidanceProbe(128, {"other caption": 0.0, "null caption": 0.0, "null caption, guidance 1": 0.0}, sampled=128)
     f = judge_guidance(same, weak)
     assert found(f) == [] and [x.id for x in f] == ["condition.unused"] and f[0].severity == Severity.INFO
@@ -283,14 +290,19 @@ def test_sensitivity_floor_comes_from_the_pipeline():
 
 
 def _meta_rows(n, caption, meta):
-    return ConditionBatch(source="loader", captions=[caption(i) for i in range(n)], metadata=[meta(i) for i in range(n)])
+    return ConditionBatch(
+        source="loader", captions=[caption(i) for i in range(n)], metadata=[meta(i) for i in range(n)]
+    )
 
 
 def test_metadata_message_says_what_the_fields_hold():
     """A 'description' field that is there but repeats the few caption values is not called missing."""
     genres = ["rock", "jazz", "folk"]
-    b = _meta_rows(24, lambda i: genres[i % 3],
-                   lambda i: {"title": f"song {i}", "genre": genres[i % 3], "description": genres[i % 3], "bpm": 100 + i})
+    b = _meta_rows(
+        24,
+        lambda i: genres[i % 3],
+        lambda i: {"title": f"song {i}", "genre": genres[i % 3], "description": genres[i % 3], "bpm": 100 + i},
+    )
     f = judge_metadata(ConditionData(batches=[b]))
     assert [(x.id, x.stage) for x in f] == [("condition.metadata_missing", "metadata")]
     msg = f[0].message

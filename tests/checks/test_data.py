@@ -40,7 +40,9 @@ def test_shape_mismatch_of_targets_and_mask(tokens):
     tr = make_trace(("targets", tokens[..., :-1]), ("logits", np.zeros((b, k, t, 8), np.float32)),
                     ("mask.loss", np.ones((b, 1, t), bool)))
     assert ("shape.mismatch", "targets") in ids(judge_shapes(tr))
-    tr2 = make_trace(("targets", tokens), ("logits", np.zeros((b, k, t, 8), np.float32)), ("mask.loss", np.ones((b, 1, t), bool)))
+    tr2 = make_trace(
+        ("targets", tokens), ("logits", np.zeros((b, k, t, 8), np.float32)), ("mask.loss", np.ones((b, 1, t), bool))
+    )
     assert ids(judge_shapes(tr2)) == [("shape.mismatch", "mask.loss")]
 
 

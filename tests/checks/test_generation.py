@@ -113,7 +113,9 @@ def test_a_prefix_that_fills_the_output_is_found() -> None:
 def test_without_logits_two_identical_seeds_mean_greedy() -> None:
     codes = np.random.default_rng(0).integers(0, 10, (2, 4, 30))
     run = GenerationRun("configured", {}, 0, stats=token_stats(codes))
-    rep = GenerationMeasurement(frames=30, prompts=2, frame_rate=50.0, runs=[run], seed_agreement=1.0, leading_agreement=1.0)
+    rep = GenerationMeasurement(
+        frames=30, prompts=2, frame_rate=50.0, runs=[run], seed_agreement=1.0, leading_agreement=1.0
+    )
     assert [f.id for f in judge_sampler(rep)] == ["generation.greedy"]
     rep.seed_agreement, rep.leading_agreement = 0.05, 0.8  # sampled, but 80% of frames fixed from the start
     assert [f.id for f in judge_sampler(rep)] == ["generation.dominant_prefix"]
@@ -148,7 +150,9 @@ def _data(**kw: object) -> DataVariety:
 
 def test_training_side_judges() -> None:
     assert judge_training(_data(), PositionProbe(lookups=[])) == []
-    assert [(f.id, f.stage) for f in judge_training(_data(crop_seconds=0.4), None)] == [("generation.repetitive", "crop")]
+    assert [(f.id, f.stage) for f in judge_training(_data(crop_seconds=0.4), None)] == [
+        ("generation.repetitive", "crop")
+    ]
     narrow = _data(profile_similarity=0.5, valid_profile_similarity=0.0)
     assert [(f.id, f.stage) for f in judge_training(narrow, None)] == [("generation.repetitive", "loader")]
     alike = _data(profile_similarity=0.5, alike_ratio=1.1)

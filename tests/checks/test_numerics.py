@@ -51,13 +51,17 @@ def ids(findings):
 @pytest.mark.parametrize("event, cause", [
     (ev("aten.mean.default", inputs=[{"numel": 0, "shape": [0], "dtype": "float32"}]), "empty_reduction"),
     (ev("aten._softmax.default", inputs=[{"nan": 0, "inf": 9, "all_neg_inf_rows": 3, "rows": 12}]), "invalid_mask"),
-    (ev("aten.exp.default", inf=4, nan=0, inputs=[{"nan": 0, "inf": 0, "max": 95.0, "dtype": "float32"}]), "exp_overflow"),
-    (ev("aten.log.default", inf=4, nan=0, inputs=[{"nan": 0, "inf": 0, "min": 0.0, "zero_fraction": 0.5}]), "log_domain"),
+    (ev("aten.exp.default", inf=4, nan=0, inputs=[{"nan": 0, "inf": 0, "max": 95.0, "dtype": "float32"}]),
+     "exp_overflow"),
+    (ev("aten.log.default", inf=4, nan=0, inputs=[{"nan": 0, "inf": 0, "min": 0.0, "zero_fraction": 0.5}]),
+     "log_domain"),
     (ev("aten.native_layer_norm.default", inputs=[{"nan": 0, "inf": 0, "constant_rows": 2, "rows": 8}], scalars=[0.0]),
      "normalisation"),
-    (ev("aten.div.Tensor", inputs=[{"nan": 0, "inf": 0}, {"nan": 0, "inf": 0, "zero_fraction": 0.25}]), "division_by_zero"),
+    (ev("aten.div.Tensor", inputs=[{"nan": 0, "inf": 0}, {"nan": 0, "inf": 0, "zero_fraction": 0.25}]),
+     "division_by_zero"),
     (ev("aten.mul.Tensor", phase="backward", forward_op="aten.sqrt.default (SqrtBackward0)"), "division_by_zero"),
-    (ev("aten.sum.default", dtype="float16", fp32_finite=True, inf=1, nan=0, inputs=[{"nan": 0, "inf": 0, "abs_max": 30.0}]),
+    (ev("aten.sum.default", dtype="float16", fp32_finite=True, inf=1, nan=0,
+        inputs=[{"nan": 0, "inf": 0, "abs_max": 30.0}]),
      "low_precision"),
     (ev("aten.addcdiv_.default", phase="optimizer", target="w", inputs=[{}, {}, {"nan": 0, "zero_fraction": 0.1}]),
      "division_by_zero"),  # Adam's sqrt(v) + eps = 0 where the gradient is 0: 0/0, whatever the rate
@@ -79,7 +83,10 @@ def test_stage_cause_blames_a_silent_example_for_a_division() -> None:
 # ---- the judge ----------------------------------------------------------------------------------
 
 def test_first_op_beats_a_later_stage_and_the_loss_is_named() -> None:
-    stages = [StageStatus("condition.embedding", 5, "float", nan=3, numel=10), StageStatus("loss", 20, "float", nan=1, numel=1)]
+    stages = [
+        StageStatus("condition.embedding", 5, "float", nan=3, numel=10),
+        StageStatus("loss", 20, "float", nan=1, numel=1),
+    ]
     f = judge_locate(report([ev("aten.div.Tensor", order=4, stage="condition.embedding")], stages))
     assert ids(f) == [("nonfinite.first", "condition.embedding"), ("nonfinite.loss", "loss")]
 
@@ -149,8 +156,16 @@ def test_judge_numerics_drops_the_update_consequences_of_a_bad_step() -> None:
     clean = scan_state(model, None, 0)
     with torch.no_grad():
         model.weight.fill_(float("nan"))
-    rep = NumericsMeasurement(before=clean, after=scan_state(model, None, 1), updates=1, losses=[math.nan], grad_norms=[],
-                         trigger="loss", trigger_step=0, locate=report([ev("aten.log.default", stage="loss")], []))
+    rep = NumericsMeasurement(
+        before=clean,
+        after=scan_state(model, None, 1),
+        updates=1,
+        losses=[math.nan],
+        grad_norms=[],
+        trigger="loss",
+        trigger_step=0,
+        locate=report([ev("aten.log.default", stage="loss")], []),
+    )
     assert ids(judge_numerics(rep)) == [("nonfinite.first", "loss"), ("nonfinite.loss", "loss")]
 
 

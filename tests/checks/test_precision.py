@@ -142,7 +142,10 @@ def test_own_float16_exp_sum_overflow_is_located() -> None:
 def test_own_bfloat16_sinusoid_mismatch_names_stage_and_op() -> None:
     rep = measure(SinusoidalFrameBias(RefConfig(amp="bf16", **SMALL)))
     assert rep.first_divergence == "logits" and rep.op_divergence is not None
-    assert rep.op_divergence.op.split(".")[1] in ("mul", "sin", "add") and "test_precision.py" in rep.op_divergence.location
+    assert (
+        rep.op_divergence.op.split(".")[1] in ("mul", "sin", "add")
+        and "test_precision.py" in rep.op_divergence.location
+    )
     assert ids(judge_precision(rep)) == [("amp.precision_mismatch", "logits")]
 
 
@@ -166,6 +169,8 @@ def test_precision_family_detects_and_localises_each_precision_fault(name: str) 
     fault = get_fault(name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        found = run_doctor(ProtocolView(ReferencePipeline(faults=[name])), families=["precision"], budget="economy").findings
+        found = run_doctor(
+            ProtocolView(ReferencePipeline(faults=[name])), families=["precision"], budget="economy"
+        ).findings
     hits = [f for f in found if f.id in fault.expected_ids and f.severity.value in ("warning", "error")]
     assert hits and any(f.stage == fault.expected_stage for f in hits), ids(found)

@@ -11,9 +11,17 @@ def measured(sims, best=None, best_sims=None):
     n = len(sims)
     own = np.diag(sims).tolist()
     k = list(range(4))
-    out = {"own": own, "sims": sims.tolist(), "examples": list(range(n)), "identity": float(np.mean(own)),
-           "others_mean": float(sims[~np.eye(n, dtype=bool)].mean()), "best_perm": k, "best_perm_score": float(np.mean(own)),
-           "best_perm_own": own, "best_perm_sims": sims.tolist()}
+    out = {
+        "own": own,
+        "sims": sims.tolist(),
+        "examples": list(range(n)),
+        "identity": float(np.mean(own)),
+        "others_mean": float(sims[~np.eye(n, dtype=bool)].mean()),
+        "best_perm": k,
+        "best_perm_score": float(np.mean(own)),
+        "best_perm_own": own,
+        "best_perm_sims": sims.tolist(),
+    }
     if best is not None:
         b = np.asarray(best_sims, dtype=float)
         out.update(best_perm=best, best_perm_score=float(np.diag(b).mean()), best_perm_own=np.diag(b).tolist(),

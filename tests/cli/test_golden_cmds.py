@@ -41,12 +41,20 @@ def test_compare_with_a_fresh_run_is_identical(golden, runner, tmp_path):
     assert rep["pipeline"] == {"spec": TOY, "source": "--pipeline", "seed": 1}
 
 
-@pytest.mark.parametrize("change,stage", [("crop", "crop"), ("tokens", "tokens"), ("mask", "mask.loss"), ("loss", "loss")])
+@pytest.mark.parametrize(
+    "change,stage", [("crop", "crop"), ("tokens", "tokens"), ("mask", "mask.loss"), ("loss", "loss")]
+)
 def test_compare_names_the_changed_stage_first(golden, runner, tmp_path, change, stage):
     spec = tmp_path / f"changed_{change}.py"
-    spec.write_text(f"import sys\nsys.path.insert(0, 'tests')\nfrom toy_pipeline import ToyPipeline\npipe = ToyPipeline({change!r})\n")
+    spec.write_text(
+        "import sys\nsys.path.insert(0, 'tests')\n"
+        f"from toy_pipeline import ToyPipeline\npipe = ToyPipeline({change!r})\n"
+    )
     out = tmp_path / "r.json"
-    res = runner.invoke(cli, ["compare", str(golden), "--pipeline", f"{spec}:pipe", "--json", str(out), "--html", str(tmp_path / "r.html")])
+    res = runner.invoke(
+        cli,
+        ["compare", str(golden), "--pipeline", f"{spec}:pipe", "--json", str(out), "--html", str(tmp_path / "r.html")],
+    )
     assert res.exit_code == 1, res.output
     rep = json.loads(out.read_text())
     assert rep["comparison"]["first_divergence"]["stage"] == stage
@@ -139,7 +147,9 @@ def test_capture_never_deletes_a_folder_that_is_not_a_golden(runner, tmp_path):
     (work / "README.md").write_text("precious")
     res = runner.invoke(cli, ["capture", TOY, "--out", str(work)])
     _one_line_error(res, "is not empty and not a golden batch", "README.md, src")
-    assert (work / "src" / "train.py").read_text() == "precious" and sorted(p.name for p in tmp_path.iterdir()) == ["work"]
+    assert (work / "src" / "train.py").read_text() == "precious" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "work"
+    ]
 
 
 @pytest.mark.parametrize("out", [".", ".."])
@@ -177,4 +187,6 @@ def test_a_tampered_second_golden_is_exit_2(golden, runner, tmp_path):
     assert runner.invoke(cli, ["capture", TOY, "--out", str(other), "--seed", "1"]).exit_code == 0
     m = other / "manifest.json"
     m.write_text(m.read_text().replace('"mask.loss"', '"mask.lost"', 1))
-    _one_line_error(runner.invoke(cli, ["compare", str(golden), str(other)]), "manifest.json: was changed after capture")
+    _one_line_error(
+        runner.invoke(cli, ["compare", str(golden), str(other)]), "manifest.json: was changed after capture"
+    )

@@ -46,7 +46,9 @@ def test_a_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
     sf.write(tmp_path / "good.wav", tone(1), SR)
     code, text, report = _listen(str(fifo), str(tmp_path / "good.wav"))  # under a 120 s alarm: a block fails
     assert code == 1, text
-    assert [(f["id"], Path(f["evidence"]["path"]).name) for f in report["findings"]] == [("file.not_regular", "pipe.wav")]
+    assert [(f["id"], Path(f["evidence"]["path"]).name) for f in report["findings"]] == [
+        ("file.not_regular", "pipe.wav")
+    ]
     assert [Path(f["path"]).name for f in report["files"]] == ["good.wav"]
     code, text, _ = _listen(str(tmp_path))  # the same inside a folder
     assert code == 1 and "file.not_regular" in text
@@ -92,10 +94,14 @@ def test_a_truncated_file_and_a_lying_header_are_findings_and_still_played(tmp_p
     sf.write(tmp_path / "good.wav", tone(5), SR)
     page = tmp_path / "p.html"
     with alarm(120):
-        res = CliRunner().invoke(cli, ["listen", str(tmp_path), "--json", str(tmp_path / "r.json"), "--html", str(page)])
+        res = CliRunner().invoke(
+            cli, ["listen", str(tmp_path), "--json", str(tmp_path / "r.json"), "--html", str(page)]
+        )
     assert res.exit_code == 1, res.output
     report = json.loads((tmp_path / "r.json").read_text())
-    truncated = {Path(f["evidence"]["path"]).name: f["evidence"] for f in report["findings"] if f["id"] == "file.truncated"}
+    truncated = {
+        Path(f["evidence"]["path"]).name: f["evidence"] for f in report["findings"] if f["id"] == "file.truncated"
+    }
     assert set(truncated) == {"cut.flac", "lies.wav", "cut.wav"}
     assert truncated["lies.wav"] == {**truncated["lies.wav"], "frames_claimed": (data_bytes + 100_000_000) // 2,
                                      "frames_present": 2 * SR}

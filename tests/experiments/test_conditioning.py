@@ -129,7 +129,9 @@ class PartlyFrozen(ReferencePipeline):
 
 class CachedTextFeatures(ReferencePipeline):
     def condition(self, model, batch, tap):  # text features "cached" as detached tensors
-        cond, mask = super().condition(model, batch, lambda s, v, **m: v if s == "condition.embedding" else tap(s, v, **m))
+        cond, mask = super().condition(
+            model, batch, lambda s, v, **m: v if s == "condition.embedding" else tap(s, v, **m)
+        )
         cond = cond.detach()
         tap("condition.embedding", cond)
         return cond, mask
@@ -150,14 +152,18 @@ def _patch(model, **methods):
 class NullSlotOnly(ReferencePipeline):
     def build_model(self, seed):  # the fusion receives the null slot only, never the caption
         def add_null_slot(self, cond, cond_mask):
-            return self.null_cond.expand(cond.shape[0], 1, -1).to(cond.dtype), torch.ones(cond.shape[0], 1, dtype=torch.bool)
+            return self.null_cond.expand(cond.shape[0], 1, -1).to(cond.dtype), torch.ones(
+                cond.shape[0], 1, dtype=torch.bool
+            )
 
         return _patch(super().build_model(seed), add_null_slot=add_null_slot)
 
 
 class FirstRowEverywhere(ReferencePipeline):
     def condition(self, model, batch, tap):  # every row gets row 0's embedding (a broadcast from a cache)
-        cond, mask = super().condition(model, batch, lambda s, v, **m: v if s == "condition.embedding" else tap(s, v, **m))
+        cond, mask = super().condition(
+            model, batch, lambda s, v, **m: v if s == "condition.embedding" else tap(s, v, **m)
+        )
         cond = cond[:1].expand_as(cond) * mask[..., None]
         tap("condition.embedding", cond)
         return cond, mask
@@ -227,7 +233,9 @@ def test_data_measurement_reads_golden_and_loader_batches():
     b = data.batches[1]
     assert b.rate == pytest.approx(0.1) and b.ids.shape == b.mask.shape and b.embedding.shape[:2] == b.mask.shape
     assert b.audio_features.shape[0] == len(b.captions) and b.token_features.shape[0] == len(b.captions)
-    assert data.prompts == data.batches[0].captions and len(data.training_captions) == 8 * BUDGETS["economy"].cond_batches
+    assert (
+        data.prompts == data.batches[0].captions and len(data.training_captions) == 8 * BUDGETS["economy"].cond_batches
+    )
 
 
 def test_sensitivity_of_a_fresh_clean_model():

@@ -201,8 +201,12 @@ class OneFigure(ReferencePipeline):
     def clip(self, index: int, seed: int = 0) -> Any:
         from signalchain.reference.data import generate_clip
 
-        return generate_clip(index, seed, self.cfg.source_sample_rate,
-                             attributes={"instrument": "organ", "pattern": "scale_run", "register": "mid", "drums": False})
+        return generate_clip(
+            index,
+            seed,
+            self.cfg.source_sample_rate,
+            attributes={"instrument": "organ", "pattern": "scale_run", "register": "mid", "drums": False},
+        )
 
 
 class Drones(ReferencePipeline):

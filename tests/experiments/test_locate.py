@@ -150,7 +150,9 @@ def test_division_by_zero_in_the_forward_is_named_with_its_stage() -> None:
     assert ev.location and ev.location.endswith(".py:" + ev.location.rsplit(":", 1)[1])
     assert likely_cause(ev)[0] == "division_by_zero"
     (first, *_) = judge_locate(report)
-    assert first.id == "nonfinite.first" and first.stage == "condition.embedding" and "division by zero" in first.message
+    assert (
+        first.id == "nonfinite.first" and first.stage == "condition.embedding" and "division by zero" in first.message
+    )
 
 
 def test_a_nan_born_in_the_backward_is_named_by_its_forward_op() -> None:

@@ -50,7 +50,11 @@ def test_clean_route_measurements() -> None:
     assert route.error is None and route.invalid == 0 and route.cardinality == 256
     assert route.silence_pattern == [0, 0, 0, 0] and (route.silent_frames or 0) < 0.1
     assert len(route.files) == 2 and all(f.sample_rate == 16000 and f.subtype == "PCM_16" for f in route.files)
-    assert all(-40 < d < -5 for d in route.decoded_dbfs) and {"generation.tokens", "audio.decoded", "audio.written"} <= set(trace.names())
+    assert all(-40 < d < -5 for d in route.decoded_dbfs) and {
+        "generation.tokens",
+        "audio.decoded",
+        "audio.written",
+    } <= set(trace.names())
     probe = probe_decoder(ctx)
     assert probe is not None and probe.far_share is not None and probe.far_share < 0.2 and len(probe.changed) == 3
     assert silence_pattern(ctx.golden().trace) == [0, 0, 0, 0]
@@ -63,8 +67,12 @@ def test_catalogue_route_faults_are_found_at_their_hop(fault: Any) -> None:
 
 
 def test_silent_symptom_runs_the_output_family_with_a_verdict() -> None:
-    r = run_doctor(ProtocolView(ReferencePipeline(faults=["output_divided_twice"])), families=["output"], budget="economy")
-    assert {("output.silent", "audio.written"), ("output.scaled", "audio.written")} <= {(f.id, f.stage) for f in r.findings}
+    r = run_doctor(
+        ProtocolView(ReferencePipeline(faults=["output_divided_twice"])), families=["output"], budget="economy"
+    )
+    assert {("output.silent", "audio.written"), ("output.scaled", "audio.written")} <= {
+        (f.id, f.stage) for f in r.findings
+    }
     assert "audio.written" in r.metrics["output.verdict"]["text"]
     assert r.metrics["output.stages"]["rows"] and any(k.startswith("output.listen_") for k in r.metrics)
 

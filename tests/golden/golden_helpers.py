@@ -81,7 +81,9 @@ def judge(folder: Path, original_manifest: dict, original_trace, resealed: bool 
 
 def report(name: str, counts) -> None:
     """One line per hostile class, read by whoever runs the suite with -s."""
-    print(f"\nHOSTILE {name}: {sum(counts.values())} cases, " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    print(
+        f"\nHOSTILE {name}: {sum(counts.values())} cases, " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    )
 
 
 def put(path: Path, data: bytes) -> None:

@@ -124,7 +124,9 @@ def test_summary_only_traces_compare_by_hash_and_statistics():
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.sampled_from(["audio__original", "crop", "tokens", "logits", "mask__loss"]), st.integers(0, 10_000), st.data())
+@given(
+    st.sampled_from(["audio__original", "crop", "tokens", "logits", "mask__loss"]), st.integers(0, 10_000), st.data()
+)
 def test_perturbing_one_element_of_any_stage_blames_exactly_it(stage, where, data):
     b = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in base().items()}
     arr = b[stage]
@@ -153,5 +155,7 @@ def test_a_tolerance_must_be_finite_and_non_negative(rtol, atol):
 def test_a_per_stage_tolerance_for_an_unknown_stage_is_refused_naming_the_stages():
     from signalchain import UsageError
 
-    with pytest.raises(UsageError, match=r"stage 'logit', which the golden does not have; its stages: audio\.original, caption"):
+    with pytest.raises(
+        UsageError, match=r"stage 'logit', which the golden does not have; its stages: audio\.original, caption"
+    ):
         compare_traces(trace_of(**base()), trace_of(**base()), per_stage={"logit": Tolerance(1e-3, 0)})

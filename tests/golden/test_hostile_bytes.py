@@ -93,8 +93,11 @@ def test_several_flips_anywhere_in_the_manifest(pristine, flips):
         put(folder / "manifest.json", original["manifest.json"])
 
 
-@pytest.mark.parametrize("reseal,bits", [(False, "one"), (True, "one"), pytest.param(True, "all", marks=pytest.mark.slow)],
-                         ids=["as_damaged", "resealed", "resealed_every_bit"])
+@pytest.mark.parametrize(
+    "reseal,bits",
+    [(False, "one"), (True, "one"), pytest.param(True, "all", marks=pytest.mark.slow)],
+    ids=["as_damaged", "resealed", "resealed_every_bit"],
+)
 def test_every_byte_of_the_safetensors_header_flipped(pristine, reseal, bits):
     folder, original, manifest = pristine
     raw = original["values.safetensors"]
@@ -104,12 +107,21 @@ def test_every_byte_of_the_safetensors_header_flipped(pristine, reseal, bits):
     for pos in range(header_end):
         for bit in range(8) if bits == "all" else (pos % 8,):
             counts[_try(folder, original, manifest, "values.safetensors", _flip(raw, pos, bit), reseal)] += 1
-    report(f"values.safetensors header flips ({'resealed' if reseal else 'as damaged'}, {bits} bit(s) per byte)", counts)
+    report(
+        f"values.safetensors header flips ({'resealed' if reseal else 'as damaged'}, {bits} bit(s) per byte)", counts
+    )
     assert counts["refused"] == sum(counts.values()) >= header_end
 
 
-@settings(max_examples=150, deadline=None, print_blob=False, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(pos=st.integers(0, 10**6), bit=st.integers(0, 7), reseal=st.booleans(), target=st.sampled_from(["values.safetensors", WAV]))
+@settings(
+    max_examples=150, deadline=None, print_blob=False, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    pos=st.integers(0, 10**6),
+    bit=st.integers(0, 7),
+    reseal=st.booleans(),
+    target=st.sampled_from(["values.safetensors", WAV]),
+)
 def test_a_flip_anywhere_in_values_or_wav(pristine, pos, bit, reseal, target):
     """Refused - or, resealed, loaded only when what the file means is unchanged (a WAV's PEAK chunk)."""
     folder, original, manifest = pristine
@@ -136,7 +148,10 @@ def test_truncations_of_every_file(pristine, rel, reseal, every):
     lengths = _lengths(len(raw), every)
     for length in lengths:
         counts[_try(folder, original, manifest, rel, raw[:length], reseal)] += 1
-    report(f"{rel} truncations ({'resealed' if reseal else 'as damaged'}, {'every length' if every else 'dense sample'})", counts)
+    report(
+        f"{rel} truncations ({'resealed' if reseal else 'as damaged'}, {'every length' if every else 'dense sample'})",
+        counts,
+    )
     assert counts == {"refused": len(lengths)}
 
 
@@ -147,7 +162,9 @@ def test_a_missing_file_is_refused_naming_it(pristine, rel):
     try:
         from signalchain import GoldenFileError, load_golden
 
-        with pytest.raises(GoldenFileError, match=rel.replace(".", r"\.") + ": (is listed in manifest.json but )?missing"):
+        with pytest.raises(
+            GoldenFileError, match=rel.replace(".", r"\.") + ": (is listed in manifest.json but )?missing"
+        ):
             load_golden(folder)
     finally:
         _restore(folder, original)

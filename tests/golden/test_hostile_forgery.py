@@ -36,9 +36,15 @@ HEX = st.text("0123456789abcdef", min_size=64, max_size=64)
 WORD = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz0123456789._#-"), min_size=1, max_size=16)
 DTYPES = st.sampled_from(["float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool", "bfloat16",
                           "float8_e4m3fn", "complex64", "str", "list", "dict", "float"])
-JSON = st.recursive(st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False, allow_infinity=False)
-                    | st.text(max_size=8), lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=4), kids, max_size=3),
-                    max_leaves=8)
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**6), 10**6)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=4), kids, max_size=3),
+    max_leaves=8,
+)
 
 
 @pytest.fixture(scope="module")
@@ -90,15 +96,23 @@ MUTATIONS = {
     "summary hash": lambda m, d: _stage(m, d, ARRAYS + INLINE)["summary"].update(hash=d.draw(HEX)),
     "file sha256": lambda m, d: m["files"].update({d.draw(st.sampled_from(sorted(m["files"]))): d.draw(HEX)}),
     "array stage renamed": lambda m, d: _stage(m, d, ARRAYS).update(name=d.draw(WORD)),
-    "array stage and key renamed": lambda m, d: (lambda s, n: (s.update(name=n), s["value"].update(key=n)))(_stage(m, d, ARRAYS), d.draw(WORD)),
+    "array stage and key renamed": lambda m, d: (lambda s, n: (s.update(name=n), s["value"].update(key=n)))(
+        _stage(m, d, ARRAYS), d.draw(WORD)
+    ),
     "key changed": lambda m, d: _stage(m, d, ARRAYS)["value"].update(key=d.draw(WORD)),
-    "stage renamed onto another": lambda m, d: _stage(m, d, INLINE).update(name=m["stages"][d.draw(st.sampled_from([0, 3, 5]))]["name"]),
+    "stage renamed onto another": lambda m, d: _stage(m, d, INLINE).update(
+        name=m["stages"][d.draw(st.sampled_from([0, 3, 5]))]["name"]
+    ),
     "dtype": _dtype,
     "shape": _shape,
-    "kind": lambda m, d: _stage(m, d, ARRAYS + INLINE).update(kind=d.draw(st.sampled_from(["tensor", "audio", "text", "json", "scalar"]))),
+    "kind": lambda m, d: _stage(m, d, ARRAYS + INLINE).update(
+        kind=d.draw(st.sampled_from(["tensor", "audio", "text", "json", "scalar"]))
+    ),
     "order": lambda m, d: _stage(m, d, ARRAYS + INLINE).update(order=d.draw(st.integers(0, 20))),
     "wav path": _wav_path,
-    "wav segments": lambda m, d: m["stages"][0]["meta"]["wav"].update(segments=d.draw(st.lists(st.lists(st.integers(0, 999), min_size=2, max_size=2), max_size=3))),
+    "wav segments": lambda m, d: m["stages"][0]["meta"]["wav"].update(
+        segments=d.draw(st.lists(st.lists(st.integers(0, 999), min_size=2, max_size=2), max_size=3))
+    ),
     "sample rate": lambda m, d: m["stages"][0]["meta"].update(sample_rate=d.draw(st.integers(1, 96000))),
     "inline data": lambda m, d: _stage(m, d, INLINE)["value"].update(data=d.draw(JSON)),
     "file added": lambda m, d: m["files"].update({"audio/" + d.draw(WORD) + ".wav": d.draw(HEX)}),
@@ -195,8 +209,12 @@ def test_path_tricks_in_names_and_file_lists(pristine, tmp_path):
     outside = folder.parent / "outside.wav"
     shutil.copy(folder / WAV, outside)  # a real file with the right bytes, just not in the golden
     counts = Counter()
-    cases = [("stage name", lambda m, t: m["stages"][1].update(name=t)) for _ in [0]] + \
-            [("array stage name and key", lambda m, t: (m["stages"][0].update(name=t), m["stages"][0]["value"].update(key=t)))]
+    cases = [("stage name", lambda m, t: m["stages"][1].update(name=t)) for _ in [0]] + [
+        (
+            "array stage name and key",
+            lambda m, t: (m["stages"][0].update(name=t), m["stages"][0]["value"].update(key=t)),
+        )
+    ]
     for label, edit in cases:
         for trick in NAME_TRICKS:
             m = copy.deepcopy(manifest)
@@ -213,7 +231,9 @@ def test_path_tricks_in_names_and_file_lists(pristine, tmp_path):
         m["files"][trick] = file_sha(outside)
         counts[("extra file listed", _refused(folder, raw, manifest, m))] += 1
     report("path tricks (resealed)", Counter({f"{k}: {o}": n for (k, o), n in counts.items()}))
-    assert all(o == "refused" for _, o in counts) and sum(counts.values()) == 2 * len(NAME_TRICKS) + 3 * len(PATH_TRICKS)
+    assert all(o == "refused" for _, o in counts) and sum(counts.values()) == 2 * len(NAME_TRICKS) + 3 * len(
+        PATH_TRICKS
+    )
 
 
 def _refused(folder, raw, manifest, m):
@@ -229,7 +249,9 @@ def test_symlinks_in_every_slot_to_every_kind_of_target(tiny, tmp_path):
     src, _ = tiny
     manifest, counts = read_manifest(src), Counter()
     slots = ["manifest.json", "values.safetensors", WAV, "audio", "notes.txt", "."]
-    for n, (slot, target) in enumerate((s, t) for s in slots for t in ("copy", "/dev/zero", "dangling", "folder", "loop")):
+    for n, (slot, target) in enumerate(
+        (s, t) for s in slots for t in ("copy", "/dev/zero", "dangling", "folder", "loop")
+    ):
         if True:
             folder = tmp_path / f"{n}" / "g"
             shutil.copytree(src, folder)

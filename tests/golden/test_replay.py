@@ -88,8 +88,15 @@ def test_specs_that_are_not_pipelines_are_refused_before_anything_runs(golden, s
     _one_line_error(_compare(golden), why, "pass --pipeline")
 
 
-@pytest.mark.parametrize("attr,why", [("np", "neither a pipeline class"), ("SR", "neither a pipeline class"),
-                                      ("StepOutput", "a class that is not a Pipeline"), ("tap", "neither a pipeline class")])
+@pytest.mark.parametrize(
+    "attr,why",
+    [
+        ("np", "neither a pipeline class"),
+        ("SR", "neither a pipeline class"),
+        ("StepOutput", "a class that is not a Pipeline"),
+        ("tap", "neither a pipeline class"),
+    ],
+)
 def test_attributes_that_are_not_pipelines_are_refused_without_calling_them(attr, why):
     with pytest.raises(UsageError, match=why):
         load_manifest_pipeline(f"toy_pipeline:{attr}")

@@ -41,7 +41,9 @@ def test_a_folder_that_is_not_a_golden_is_refused_naming_its_files(tmp_path, con
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         (folder / rel).write_text(text)
     before = _files(folder)
-    with pytest.raises(UsageError, match=r"work: the output folder is not empty and not a golden batch .*capture would delete") as exc:
+    with pytest.raises(
+        UsageError, match=r"work: the output folder is not empty and not a golden batch .*capture would delete"
+    ) as exc:
         save_golden(folder, TRACE, {})
     assert sorted(content)[0].split("/")[0] in str(exc.value)  # names (some of) what it would destroy
     assert _files(folder) == before and [p.name for p in tmp_path.iterdir()] == ["work"]  # no temporary left

@@ -133,7 +133,9 @@ def test_pickle_storage_in_manifest_is_refused(golden_dir, forge):
     manifest = forge.read(path)
     manifest["stages"][0]["value"] = {"storage": "pickle", "path": "x.pkl"}
     forge.write(path, manifest)  # resealed: the schema itself refuses it
-    with pytest.raises(GoldenFileError, match=r"manifest\.json: field stages\[0\]\.value: .*'pickle'.*'safetensors', 'inline'"):
+    with pytest.raises(
+        GoldenFileError, match=r"manifest\.json: field stages\[0\]\.value: .*'pickle'.*'safetensors', 'inline'"
+    ):
         load_golden(path)
 
 

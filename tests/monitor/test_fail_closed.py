@@ -304,7 +304,9 @@ def test_an_exception_inside_the_monitor_fails_closed(monkeypatch: pytest.Monkey
     model = make()
     opt = sgd(model)
     mon = quiet(model, opt, replay=mean_loss, snapshot=True, scan_every=1)
-    records = drive(model, opt, mon, batches("input"), passed=(lambda loss: None) if loss_form == "none" else (lambda x: x))
+    records = drive(
+        model, opt, mon, batches("input"), passed=(lambda loss: None) if loss_form == "none" else (lambda x: x)
+    )
     assert_closed(records, mon)
     assert mon.findings and len(mon.history["loss"]) == len(mon.history["grad_norm"]) == STEPS
 

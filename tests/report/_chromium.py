@@ -108,7 +108,8 @@ function media(a) {
   const refs = [];
   for (const el of document.querySelectorAll('*')) {
     for (const at of el.attributes) {
-      if (['src', 'href', 'srcset', 'poster', 'data', 'action', 'formaction'].includes(at.name)) refs.push(at.value.slice(0, 60));
+      if (['src', 'href', 'srcset', 'poster', 'data', 'action', 'formaction'].includes(at.name))
+        refs.push(at.value.slice(0, 60));
       if (at.name.startsWith('on')) refs.push('handler ' + at.name);
     }
   }
@@ -116,7 +117,8 @@ function media(a) {
   for (const m of css.matchAll(/url\\(([^)]*)\\)|@import/g)) refs.push('css ' + m[0].slice(0, 60));
   const fetched = performance.getEntriesByType('resource').map(e => e.name.slice(0, 60));
   done({title: document.title, audio: audio, images: images, refs: refs, fetched: fetched,
-        scripts: document.scripts.length, pwned: window.__signalchain_pwned === undefined ? null : String(window.__signalchain_pwned),
+        scripts: document.scripts.length,
+        pwned: window.__signalchain_pwned === undefined ? null : String(window.__signalchain_pwned),
         text: document.body ? document.body.innerText.slice(0, 200000) : ''});
 })();
 """

@@ -67,7 +67,12 @@ def _primitives(p: str) -> tuple[HtmlReport, int]:
 
 def _doctor(p: str) -> HtmlReport:
     metrics = {
-        "fam.audio": {"kind": "audio", "title": p, "sample_rate": SR, "clips": [{"label": p, "audio": _TONE, "note": p}]},
+        "fam.audio": {
+            "kind": "audio",
+            "title": p,
+            "sample_rate": SR,
+            "clips": [{"label": p, "audio": _TONE, "note": p}],
+        },
         "fam.table": {"kind": "table", "title": p, "headers": [p], "rows": [[p]]},
         "fam.text": {"kind": "text", "title": p, "text": p},
         "fam.bars": {"kind": "bars", "title": p, "values": {p: 1.0, "other": 2.0}, "x_label": p},

@@ -90,8 +90,9 @@ def test_players_decode_at_every_rate_length_and_channel_count(browser: Any, tmp
 @given(cases=st.lists(st.tuples(st.one_of(st.sampled_from(RATES), st.integers(1, 400_000)), st.integers(0, 9000),
                                 st.integers(1, 8), st.sampled_from(CONTENT)), min_size=1, max_size=6),
        seed=st.integers(0, 2**16))
-def test_any_audio_a_report_is_handed_plays_for_its_duration(browser: Any, tmp_path_factory: pytest.TempPathFactory,
-                                                              cases: list[tuple[int, int, int, str]], seed: int) -> None:
+def test_any_audio_a_report_is_handed_plays_for_its_duration(
+    browser: Any, tmp_path_factory: pytest.TempPathFactory, cases: list[tuple[int, int, int, str]], seed: int
+) -> None:
     _expect(load(browser, _player_page(tmp_path_factory.mktemp("players"), cases, seed)), cases)
 
 

@@ -54,7 +54,9 @@ def _shown(t: Any) -> str:
 @pytest.mark.parametrize("label", HOSTILE)
 def test_user_text_is_drawn_as_written(drawn: list[Any], label: str) -> None:
     plots.bar_figure({label: 1.0, "other": 2.0}, label, label)
-    plots.line_figure({label: ([0, 1], [1.0, 2.0]), "b": ([0, 1], [2.0, 3.0])}, label, label, label, vlines={label: 0.5})
+    plots.line_figure(
+        {label: ([0, 1], [1.0, 2.0]), "b": ([0, 1], [2.0, 3.0])}, label, label, label, vlines={label: 0.5}
+    )
     plots.audio_figure(np.zeros((1, 100)), 16000, label)
     for fn in (plots.codes_figure, plots.mask_figure, plots.histogram_figure):
         fn(np.ones((2, 8)), label)

@@ -103,13 +103,18 @@ def open_regular(path: str | bytes | os.PathLike[str]) -> int:
     """
     state = check_path(path)
     if not state.regular:
-        raise SignalchainError(f"{display_path(path)}: {state.detail}, not a regular file" if state.kind == "not_regular"
-                               else f"{display_path(path)}: {state.detail}")
+        raise SignalchainError(
+            f"{display_path(path)}: {state.detail}, not a regular file"
+            if state.kind == "not_regular"
+            else f"{display_path(path)}: {state.detail}"
+        )
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
     try:
         fd = os.open(path, flags)
     except (OSError, ValueError) as exc:
-        raise SignalchainError(f"{display_path(path)}: cannot be opened ({getattr(exc, 'strerror', None) or exc})") from None
+        raise SignalchainError(
+            f"{display_path(path)}: cannot be opened ({getattr(exc, 'strerror', None) or exc})"
+        ) from None
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):  # replaced between the look and the open
         os.close(fd)

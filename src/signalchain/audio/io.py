@@ -152,7 +152,9 @@ def read_audio(path: str | Path) -> AudioFile:
         claimed = _claimed(fd, size, info_frames, fmt, len(data))
     finally:
         os.close(fd)
-    return AudioFile(os.fsdecode(path), np.ascontiguousarray(data.T), rate, subtype, fmt, int(len(data)), claimed, error)
+    return AudioFile(
+        os.fsdecode(path), np.ascontiguousarray(data.T), rate, subtype, fmt, int(len(data)), claimed, error
+    )
 
 
 def write_audio(path: str | Path, audio: np.ndarray, sample_rate: int, subtype: str = "FLOAT") -> Path:

@@ -99,7 +99,9 @@ def read_sampler(path: str | Path) -> list[int] | list[str]:
     return [str(v) for v in values]
 
 
-def sampler_evidence(drawn: list[int] | list[str], entries: Sequence[Entry], train: str, source: str) -> SamplerEvidence:
+def sampler_evidence(
+    drawn: list[int] | list[str], entries: Sequence[Entry], train: str, source: str
+) -> SamplerEvidence:
     """Which evaluation examples a sampler's list names: by index into the training split, or by
     path, file name, stem or source id."""
     train_size = sum(e.split == train for e in entries)

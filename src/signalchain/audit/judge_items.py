@@ -34,8 +34,15 @@ def _file(item: Item, m: Measure) -> list[Finding]:
     problem = m.problem or ""
     if problem.startswith("missing"):
         why = problem.partition(": ")[2]
-        return [_f("file.missing", "error", item, f"the audio file does not exist{f' ({why})' if why else ''}",
-                   "fix the path in the manifest (relative paths resolve against the manifest's folder) or drop the line")]
+        return [
+            _f(
+                "file.missing",
+                "error",
+                item,
+                f"the audio file does not exist{f' ({why})' if why else ''}",
+                "fix the path in the manifest (relative paths resolve against the manifest's folder) or drop the line",
+            )
+        ]
     if problem.startswith("not regular: "):
         what = problem.partition(": ")[2]
         return [_f("file.not_regular", "error", item, f"{what}, not a regular file: skipped without opening it",
@@ -55,13 +62,20 @@ def _container(item: Item, m: Measure) -> list[Finding]:
     out = []
     if m.frames_claimed > m.samples:
         rate = m.sample_rate or 1
-        out.append(_f("file.truncated", "error", item,
-                      f"the header claims {m.frames_claimed:,} frames ({m.frames_claimed / rate:.3f} s), the file holds "
-                      f"{m.samples:,} ({m.samples / rate:.3f} s)"
-                      + (f"; decoding stopped: {m.read_error}" if m.read_error else "")
-                      + ": it was cut short, or its header lies (what it holds is audited)",
-                      "re-export or re-copy the file; loaders that trust the header crop past the end into padding",
-                      frames_claimed=m.frames_claimed, frames_present=m.samples))
+        out.append(
+            _f(
+                "file.truncated",
+                "error",
+                item,
+                f"the header claims {m.frames_claimed:,} frames ({m.frames_claimed / rate:.3f} s), the file holds "
+                f"{m.samples:,} ({m.samples / rate:.3f} s)"
+                + (f"; decoding stopped: {m.read_error}" if m.read_error else "")
+                + ": it was cut short, or its header lies (what it holds is audited)",
+                "re-export or re-copy the file; loaders that trust the header crop past the end into padding",
+                frames_claimed=m.frames_claimed,
+                frames_present=m.samples,
+            )
+        )
     if m.channels > 2:
         out.append(_f("audio.channels", "warning", item,
                       f"{m.channels} channels: what the pipeline does with more than two (averages them, keeps "
@@ -82,8 +96,16 @@ def _name(item: Item) -> list[Finding]:
 def _audio(item: Item, m: Measure) -> list[Finding]:
     s, out = m.summary, []
     if s.get("nonfinite_fraction", 0.0) > 0:
-        out.append(_f("audio.nonfinite", "error", item, f"{100 * s['nonfinite_fraction']:.3g}% of the samples are NaN or inf",
-                      "re-export the file; one non-finite sample makes the loss NaN", fraction=s["nonfinite_fraction"]))
+        out.append(
+            _f(
+                "audio.nonfinite",
+                "error",
+                item,
+                f"{100 * s['nonfinite_fraction']:.3g}% of the samples are NaN or inf",
+                "re-export the file; one non-finite sample makes the loss NaN",
+                fraction=s["nonfinite_fraction"],
+            )
+        )
     if s.get("rms_dbfs", 0.0) < SILENT_DBFS:
         out.append(_f("audio.silent", "warning", item, f"silent (RMS {s['rms_dbfs']:.1f} dBFS)",
                       "drop it or fix the export; silent clips teach the model silence", rms_dbfs=s["rms_dbfs"]))
@@ -92,8 +114,16 @@ def _audio(item: Item, m: Measure) -> list[Finding]:
                       "integer samples were stored as float without dividing by 32768 (or a gain was applied "
                       "twice): rescale the file", peak=s["peak"]))
     elif s.get("clipping_fraction", 0.0) > CLIP_SHARE:
-        out.append(_f("audio.clipped", "warning", item, f"{100 * s['clipping_fraction']:.2g}% of the samples sit at full scale",
-                      "re-export with headroom; the codec learns the distortion", fraction=s["clipping_fraction"]))
+        out.append(
+            _f(
+                "audio.clipped",
+                "warning",
+                item,
+                f"{100 * s['clipping_fraction']:.2g}% of the samples sit at full scale",
+                "re-export with headroom; the codec learns the distortion",
+                fraction=s["clipping_fraction"],
+            )
+        )
     if abs(s.get("dc", 0.0)) > DC_LIMIT:
         out.append(_f("audio.dc_offset", "warning", item, f"DC offset {s['dc']:+.3f}",
                       "high-pass or remove the mean before training", dc=s["dc"]))
@@ -131,8 +161,16 @@ def _declared(item: Item, m: Measure) -> list[Finding]:
 def _metadata(item: Item) -> list[Finding]:
     state = item.sidecar_state
     if state == "missing":
-        return [_f("metadata.missing", "warning", item, f"no sidecar {item.sidecar}: the example trains without its caption",
-                   "write the MusicInfo JSON beside the audio (same name, .json)", sidecar=item.sidecar)]
+        return [
+            _f(
+                "metadata.missing",
+                "warning",
+                item,
+                f"no sidecar {item.sidecar}: the example trains without its caption",
+                "write the MusicInfo JSON beside the audio (same name, .json)",
+                sidecar=item.sidecar,
+            )
+        ]
     if state.startswith("unreadable"):
         return [_f("metadata.missing", "error", item, f"sidecar {item.sidecar} is {state}",
                    "rewrite the sidecar as UTF-8 JSON", sidecar=item.sidecar)]
@@ -140,13 +178,28 @@ def _metadata(item: Item) -> list[Finding]:
         return [_f("metadata.missing", "error", item, f"caption unreadable: {item.caption_error}",
                    "re-save the caption as UTF-8")]
     if item.missing_fields and state == "ok":
-        return [_f("metadata.missing", "error", item,
-                   f"sidecar lacks {', '.join(item.missing_fields)}: AudioCraft's MusicDataset "
-                   "(info_fields_required, its default) raises KeyError on it", "add the fields (empty values are allowed)",
-                   missing=item.missing_fields)]
+        return [
+            _f(
+                "metadata.missing",
+                "error",
+                item,
+                f"sidecar lacks {', '.join(item.missing_fields)}: AudioCraft's MusicDataset "
+                "(info_fields_required, its default) raises KeyError on it",
+                "add the fields (empty values are allowed)",
+                missing=item.missing_fields,
+            )
+        ]
     if item.missing_fields:
-        return [_f("metadata.missing", "warning", item, f"no {', '.join(item.missing_fields)} for this file",
-                   "add the file's row (file_name and caption) to metadata.csv/metadata.jsonl", missing=item.missing_fields)]
+        return [
+            _f(
+                "metadata.missing",
+                "warning",
+                item,
+                f"no {', '.join(item.missing_fields)} for this file",
+                "add the file's row (file_name and caption) to metadata.csv/metadata.jsonl",
+                missing=item.missing_fields,
+            )
+        ]
     return []
 
 
@@ -200,8 +253,16 @@ def judge_captions(items: Sequence[tuple[Item, str]], min_group: int = 3, share:
         elif len(members) > 1:
             small.append(members)
     if small:
-        out.append(make("caption.duplicate", "info", STAGE_DATASET,
-                        f"{len(small)} captions are each shared by a few clips (at most {max(map(len, small))}), "
-                        f"e.g. {small[0][0].where} and {small[0][1].where}", CHECK,
-                        hint="usually harmless for templated captions", groups=[[m.ref for m in g] for g in small[:200]]))
+        out.append(
+            make(
+                "caption.duplicate",
+                "info",
+                STAGE_DATASET,
+                f"{len(small)} captions are each shared by a few clips (at most {max(map(len, small))}), "
+                f"e.g. {small[0][0].where} and {small[0][1].where}",
+                CHECK,
+                hint="usually harmless for templated captions",
+                groups=[[m.ref for m in g] for g in small[:200]],
+            )
+        )
     return out

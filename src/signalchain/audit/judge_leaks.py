@@ -83,7 +83,10 @@ def judge_norm_stats(fitted: FittedStats, stats: Mapping[str, SplitStats], train
         elif d_tr < 0.1 * d_al:
             votes["train"].append(name)
     if fitted.count is not None:
-        if fitted.count in (int(al["samples"]), int(al["clips"])) and fitted.count not in (int(tr["samples"]), int(tr["clips"])):
+        if fitted.count in (int(al["samples"]), int(al["clips"])) and fitted.count not in (
+            int(tr["samples"]),
+            int(tr["clips"]),
+        ):
             votes["all"].append("count")
         elif fitted.count in (int(tr["samples"]), int(tr["clips"])):
             votes["train"].append("count")

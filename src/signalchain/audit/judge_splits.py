@@ -34,11 +34,21 @@ def _pair_finding(fid: str, severity: str, entries: Sequence[Entry], pairs: list
     n_eval = len({a for a, _ in pairs})
     size = split_sizes(entries)[a_split]
     shown = "; ".join(f"{entries[a].where} ~ {entries[b].where}" for a, b in pairs[:EXAMPLES])
-    return make(fid, severity, STAGE_SPLIT,
-                f"{n_eval} of {size} {a_split} examples ({100 * n_eval / max(size, 1):.0f}%) {what} in {b_split}: {shown}",
-                CHECK, hint=hint, splits=[a_split, b_split], count=n_eval, total=size,
-                pairs=[{"a": entries[a].ref, "b": entries[b].ref, **(extra[i] if extra else {})}
-                       for i, (a, b) in enumerate(pairs[:1000])])
+    return make(
+        fid,
+        severity,
+        STAGE_SPLIT,
+        f"{n_eval} of {size} {a_split} examples ({100 * n_eval / max(size, 1):.0f}%) {what} in {b_split}: {shown}",
+        CHECK,
+        hint=hint,
+        splits=[a_split, b_split],
+        count=n_eval,
+        total=size,
+        pairs=[
+            {"a": entries[a].ref, "b": entries[b].ref, **(extra[i] if extra else {})}
+            for i, (a, b) in enumerate(pairs[:1000])
+        ],
+    )
 
 
 def _by_split_pair(pairs: list[tuple[int, int]], entries: Sequence[Entry]) -> dict[tuple[str, str], list[int]]:
@@ -139,10 +149,17 @@ def judge_alternate_versions(entries: Sequence[Entry], matches: Sequence[Match])
     out = []
     for idx in _by_split_pair(pairs, entries).values():
         group = [pairs[n] for n in idx]
-        out.append(_pair_finding("split.alternate_version", "warning", entries, group,
-                                 "are another version (same title and artist) of examples",
-                                 "group versions of a work (title + artist, or a work id) and keep each group in one split",
-                                 [{"title": entries[a].title, "artist": entries[a].artist} for a, _ in group]))
+        out.append(
+            _pair_finding(
+                "split.alternate_version",
+                "warning",
+                entries,
+                group,
+                "are another version (same title and artist) of examples",
+                "group versions of a work (title + artist, or a work id) and keep each group in one split",
+                [{"title": entries[a].title, "artist": entries[a].artist} for a, _ in group],
+            )
+        )
     return out
 
 

@@ -41,7 +41,9 @@ def quick_summary(x: np.ndarray, sample_rate: int) -> tuple[dict[str, float | No
     n_frames = max(1, length // frame)
     usable = sq[:, : n_frames * frame] if length >= frame else sq
     per_frame = usable.shape[1] // n_frames
-    frame_energy = usable.reshape(channels, n_frames, per_frame).sum(axis=(0, 2), dtype=np.float64) / (channels * per_frame)
+    frame_energy = usable.reshape(channels, n_frames, per_frame).sum(axis=(0, 2), dtype=np.float64) / (
+        channels * per_frame
+    )
     dc = x.mean(axis=1, dtype=np.float64)
     out: dict[str, float | None] = {
         "rms_dbfs": to_dbfs(math.sqrt(energy)),
@@ -127,7 +129,9 @@ def read_sidecar(item: Item) -> None:
         item.sidecar_state = "missing"
         return
     if not state.regular:
-        item.sidecar_state = f"unreadable: {state.detail}" + (", not a regular file" if state.kind == "not_regular" else "")
+        item.sidecar_state = f"unreadable: {state.detail}" + (
+            ", not a regular file" if state.kind == "not_regular" else ""
+        )
         return
     try:
         raw = read_regular(item.sidecar, SIDECAR_LIMIT)

@@ -230,8 +230,9 @@ def audit_clips(splits: Mapping[str, Sequence[Any]], max_caption_tokens: int | N
     t1 = time.perf_counter()
     findings += run_check("audit.captions", judge_captions, items)
     windows = [m.fp.windows if m.fp is not None else np.zeros((0, DIM), np.float32) for m in measures]
-    matches, search = find_matches(entries, windows, lambda i: None if measures[i].fp is None else measures[i].fp.frames,
-                                   progress=progress)
+    matches, search = find_matches(
+        entries, windows, lambda i: None if measures[i].fp is None else measures[i].fp.frames, progress=progress
+    )
     findings += run_check("audit.shared_ids", judge_shared_ids, entries)
     findings += run_check("audit.matches", judge_matches, entries, matches)
     findings += run_check("audit.alternate_versions", judge_alternate_versions, entries, matches)

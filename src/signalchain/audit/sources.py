@@ -93,7 +93,9 @@ def resolve_sources(paths: Sequence[str], splits: Sequence[tuple[str, str]] = ()
     for raw in paths:
         path = Path(raw)
         if not path.exists():
-            raise UsageError(f"{display_path(raw)}: no such file or folder; give a manifest (.jsonl, .jsonl.gz) or a folder")
+            raise UsageError(
+                f"{display_path(raw)}: no such file or folder; give a manifest (.jsonl, .jsonl.gz) or a folder"
+            )
         kind, where = _kind(path)
         subs = _split_folders(path) if path.is_dir() else []
         if kind == "folder" and subs:

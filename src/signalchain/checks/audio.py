@@ -188,11 +188,21 @@ def _silent(rec: StageRecord, prev: StageRecord | None, reported: Set[str]) -> F
     if not new_silent:
         return None
     share = len(silent) / len(rms)
-    return make("audio.silent", "error" if share > 0.5 else "warning", name,
-                f"examples {new_silent} of {name} are silent (RMS {[round(float(rms[i]), 1) for i in new_silent]} dBFS)",
-                CHECK, hint="listen to this stage; " + ("the source files are silent or mis-scaled" if prev is None
-                                                        else f"the sound is lost between {prev.name} and {name}"),
-                examples=new_silent, rms_dbfs=[float(rms[i]) for i in new_silent])
+    return make(
+        "audio.silent",
+        "error" if share > 0.5 else "warning",
+        name,
+        f"examples {new_silent} of {name} are silent (RMS {[round(float(rms[i]), 1) for i in new_silent]} dBFS)",
+        CHECK,
+        hint="listen to this stage; "
+        + (
+            "the source files are silent or mis-scaled"
+            if prev is None
+            else f"the sound is lost between {prev.name} and {name}"
+        ),
+        examples=new_silent,
+        rms_dbfs=[float(rms[i]) for i in new_silent],
+    )
 
 
 #: The rules, in the order they are tried at each stage. A rule sees the stage, the audio stage

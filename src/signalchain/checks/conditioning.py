@@ -88,8 +88,10 @@ def _field_summary(records: list[dict], key: str, captions: set[str]) -> str:
         distinct = len(set(full))
         w = float(np.mean([len(words(t)) for t in full]))
         same = " (the captions themselves)" if set(full) <= captions else ""
-        parts.append(f"{distinct} distinct value{'s' if distinct != 1 else ''} of {w:.0f} word{'s' if round(w) != 1 else ''}"
-                     f"{same}")
+        parts.append(
+            f"{distinct} distinct value{'s' if distinct != 1 else ''} of {w:.0f} word{'s' if round(w) != 1 else ''}"
+            f"{same}"
+        )
     return f"{key!r}: " + ", ".join(parts or ["no values"])
 
 
@@ -106,7 +108,11 @@ def judge_empty(data: ConditionData) -> list[Finding]:
     empty = sum(1 for c in caps if not c.strip())
     if empty / len(caps) > 0.1:
         fields = _description_fields(data)
-        where = f"; metadata field {max(fields, key=fields.get)!r} holds {max(fields.values()):.0f}-word texts" if fields else ""
+        where = (
+            f"; metadata field {max(fields, key=fields.get)!r} holds {max(fields.values()):.0f}-word texts"
+            if fields
+            else ""
+        )
         return [make("caption.empty", "error" if empty / len(caps) >= 0.5 else "warning", "caption",
                      f"{empty} of {len(caps)} captions are empty before condition dropout{where}: those examples "
                      "train as the unconditional (null) condition", CHECK,
@@ -187,13 +193,23 @@ def judge_unknown_tokens(data: ConditionData) -> list[Finding]:
     share, distinct = count / len(ids), len(set(ids))
     if share < 0.5 or distinct >= max(2.0, 0.2 * len(vocab)):
         return []
-    return [make("condition.tokens_unknown", "error" if share >= 0.9 else "warning", "condition.tokens",
-                 f"{100 * share:.0f}% of the {len(ids)} real condition tokens are the same id {top}, while the captions "
-                 f"use {len(vocab)} different words ({distinct} distinct ids in all): the words are not found in the "
-                 "vocabulary and become the unknown token", CHECK,
-                 hint="check the vocabulary file is the word -> id table (not id -> word), matches this tokenizer, and "
-                      "that words are normalised (case, punctuation) as when the vocabulary was built",
-                 top_id=int(top), share=share, distinct_ids=distinct, distinct_words=len(vocab))]
+    return [
+        make(
+            "condition.tokens_unknown",
+            "error" if share >= 0.9 else "warning",
+            "condition.tokens",
+            f"{100 * share:.0f}% of the {len(ids)} real condition tokens are the same id {top}, while the captions "
+            f"use {len(vocab)} different words ({distinct} distinct ids in all): the words are not found in the "
+            "vocabulary and become the unknown token",
+            CHECK,
+            hint="check the vocabulary file is the word -> id table (not id -> word), matches this tokenizer, and "
+            "that words are normalised (case, punctuation) as when the vocabulary was built",
+            top_id=int(top),
+            share=share,
+            distinct_ids=distinct,
+            distinct_words=len(vocab),
+        )
+    ]
 
 
 def judge_metadata(data: ConditionData) -> list[Finding]:
@@ -218,11 +234,20 @@ def judge_metadata(data: ConditionData) -> list[Finding]:
     told = f"{len(rows)} captions of {examples} distinct examples take only {distinct} distinct values"
     if fields:
         best = max(fields, key=fields.get)
-        return [make("condition.metadata_missing", "warning", "caption",
-                     f"{told} ({mean_words:.1f} words on average{copied}) although metadata field {best!r} holds "
-                     f"{fields[best]:.0f}-word descriptions that differ between examples", CHECK,
-                     hint=f"build the caption from {best!r}; the model cannot follow attributes its captions never name",
-                     source_field=source, description_fields=sorted(fields), **ev)]
+        return [
+            make(
+                "condition.metadata_missing",
+                "warning",
+                "caption",
+                f"{told} ({mean_words:.1f} words on average{copied}) although metadata field {best!r} holds "
+                f"{fields[best]:.0f}-word descriptions that differ between examples",
+                CHECK,
+                hint=f"build the caption from {best!r}; the model cannot follow attributes its captions never name",
+                source_field=source,
+                description_fields=sorted(fields),
+                **ev,
+            )
+        ]
     if not keys:
         return [make("condition.metadata_missing", "warning", "caption",
                      f"{told} ({mean_words:.1f} words on average) and no metadata is tapped to tell where they come "
@@ -257,8 +282,10 @@ def judge_pairing(data: ConditionData) -> list[Finding]:
             considered += 1
             if others >= score[i] + 0.2:
                 bad += 1
-                example = example or (f"{b.source} row {i}: {caption!r} matches row {int(np.argmax(score))}'s metadata "
-                                      f"({100 * max(score):.0f}% of its words) better than its own ({100 * score[i]:.0f}%)")
+                example = example or (
+                    f"{b.source} row {i}: {caption!r} matches row {int(np.argmax(score))}'s metadata "
+                    f"({100 * max(score):.0f}% of its words) better than its own ({100 * score[i]:.0f}%)"
+                )
     if bad < 2 or bad / max(considered, 1) < 0.2:
         return []
     return [make("caption.mismatch", "error" if bad / considered >= 0.3 else "warning", "caption",
@@ -296,14 +323,26 @@ def judge_dropout(data: ConditionData) -> list[Finding]:
     if pvalue >= 1e-3 or abs(k / n - rate) <= 0.05:
         return []
     more = k / n > rate
-    return [make("condition.dropout_rate", "error" if more else "warning", "condition.dropped",
-                 f"condition dropout removed {k} of {n} captions ({100 * k / n:.0f}%) but is configured at "
-                 f"{100 * rate:.0f}% (binomial p = {pvalue:.1e})", CHECK,
-                 hint="check the comparison draws `rng.random() < p` (an inverted `>` keeps only p), that the rate "
-                      "is not applied twice (dataset and model), and that it is the probability of dropping, not of keeping"
-                 if more else "dropout applies less than configured: the unconditional branch guidance needs is "
-                              "barely trained; check the rate reaches the code that drops",
-                 dropped=k, total=n, configured=rate, observed=k / n, pvalue=pvalue)]
+    return [
+        make(
+            "condition.dropout_rate",
+            "error" if more else "warning",
+            "condition.dropped",
+            f"condition dropout removed {k} of {n} captions ({100 * k / n:.0f}%) but is configured at "
+            f"{100 * rate:.0f}% (binomial p = {pvalue:.1e})",
+            CHECK,
+            hint="check the comparison draws `rng.random() < p` (an inverted `>` keeps only p), that the rate "
+            "is not applied twice (dataset and model), and that it is the probability of dropping, not of keeping"
+            if more
+            else "dropout applies less than configured: the unconditional branch guidance needs is "
+            "barely trained; check the rate reaches the code that drops",
+            dropped=k,
+            total=n,
+            configured=rate,
+            observed=k / n,
+            pvalue=pvalue,
+        )
+    ]
 
 
 def judge_unseen_words(data: ConditionData) -> list[Finding]:
@@ -316,13 +355,22 @@ def judge_unseen_words(data: ConditionData) -> list[Finding]:
     distinct = sorted(set(unseen))
     if not prompt_words or len(distinct) < 2 or len(unseen) / len(prompt_words) < 0.05:
         return []
-    return [make("condition.unseen_words", "warning", "condition.tokens",
-                 f"{len(unseen)} of {len(prompt_words)} prompt words ({100 * len(unseen) / len(prompt_words):.0f}%) never "
-                 f"occur in {len(data.training_captions)} training captions (from {data.training_source}): "
-                 f"{', '.join(repr(w) for w in distinct[:12])}", CHECK,
-                 hint="the model was never trained to represent these attributes; caption the training data with them "
-                      "(same captioner and vocabulary as the prompts) or drop them from the prompts",
-                 unseen=distinct, unseen_share=len(unseen) / len(prompt_words), training_captions=len(data.training_captions))]
+    return [
+        make(
+            "condition.unseen_words",
+            "warning",
+            "condition.tokens",
+            f"{len(unseen)} of {len(prompt_words)} prompt words ({100 * len(unseen) / len(prompt_words):.0f}%) never "
+            f"occur in {len(data.training_captions)} training captions (from {data.training_source}): "
+            f"{', '.join(repr(w) for w in distinct[:12])}",
+            CHECK,
+            hint="the model was never trained to represent these attributes; caption the training data with them "
+            "(same captioner and vocabulary as the prompts) or drop them from the prompts",
+            unseen=distinct,
+            unseen_share=len(unseen) / len(prompt_words),
+            training_captions=len(data.training_captions),
+        )
+    ]
 
 
 def association(row_words: list[set[str]], features: np.ndarray, permutations: int = 200) -> dict[str, float] | None:

@@ -126,7 +126,9 @@ def _floor(s: Sensitivity) -> float:
 
 def caption_sensitive(s: Sensitivity | None) -> bool:
     """Whether the logits respond to the caption at all (above their own floor)."""
-    return s is not None and s.error is None and any(v > _floor(s) for v in s.logits_change.values() if math.isfinite(v))
+    return (
+        s is not None and s.error is None and any(v > _floor(s) for v in s.logits_change.values() if math.isfinite(v))
+    )
 
 
 def fusion_silent(s: Sensitivity | None) -> bool:
@@ -137,7 +139,9 @@ def fusion_silent(s: Sensitivity | None) -> bool:
     return bool(moved) and max(s.logits_change[k] for k in moved) <= _floor(s)
 
 
-def judge_sensitivity(s: Sensitivity, prior: list[Finding] | None = None, trained: Sensitivity | None = None) -> list[Finding]:
+def judge_sensitivity(
+    s: Sensitivity, prior: list[Finding] | None = None, trained: Sensitivity | None = None
+) -> list[Finding]:
     """The embedding changes with the caption; the logits must change too, or the fusion ignores it.
 
     "Change" is judged against the pipeline's own floor (`Sensitivity.floor`): the logits' dtype
@@ -151,11 +155,19 @@ def judge_sensitivity(s: Sensitivity, prior: list[Finding] | None = None, traine
     responds = trained is not None and any(v > WAKES * _floor(trained) for v in trained.logits_change.values()
                                            if math.isfinite(v))
     if fusion_silent(s) and trained is not None and responds:
-        return [make("condition.unused", "info", "logits",
-                     f"a fresh model's logits ignore the caption but respond after {trained.steps} updates (logit change "
-                     f"{max(trained.logits_change.values()):.2g}, {WAKES:.0f}x above their floor "
-                     f"{_floor(trained):.1g}): a fusion gate that starts at zero, as designed",
-                     CHECK, logits_change=trained.logits_change, floor=_floor(trained))]
+        return [
+            make(
+                "condition.unused",
+                "info",
+                "logits",
+                f"a fresh model's logits ignore the caption but respond after {trained.steps} updates (logit change "
+                f"{max(trained.logits_change.values()):.2g}, {WAKES:.0f}x above their floor "
+                f"{_floor(trained):.1g}): a fusion gate that starts at zero, as designed",
+                CHECK,
+                logits_change=trained.logits_change,
+                floor=_floor(trained),
+            )
+        ]
     emb = {k: v for k, v in s.embedding_change.items() if math.isfinite(v)}
     # Only alternatives whose embedding moved say anything about the fusion (no embedding tap: assume it moved).
     logit = {k: v for k, v in s.logits_change.items() if math.isfinite(v) and emb.get(k, 1.0) > MOVES}
@@ -204,20 +216,41 @@ def judge_condition_grads(g: ConditionGrads, prior: list[Finding] | None = None)
         untouched = [q for q in gains if q.constant]
         share = sum(q.numel for q in frozen) / sum(q.numel for q in g.params)
         if len(frozen) == len(g.params) or (gains and len(untouched) >= 0.5 * len(gains)):
-            why = ("the whole conditioning path, fusion included, is frozen" if len(frozen) == len(g.params) else
-                   f"{len(untouched)} of its {len(gains)} frozen biases and norm gains are still constant, as initialised: "
-                   "it was never trained")
-            out.append(make("condition.encoder_frozen", "error", "condition.embedding",
-                            f"{len(frozen)} conditioning tensors ({100 * share:.0f}% of its values: {_names(frozen)}) have "
-                            f"requires_grad=False and {why}", CHECK,
-                            hint="freeze only a pretrained encoder (MusicGen's T5); one trained from scratch must learn: "
-                                 "remove the requires_grad_(False) copied from a pretrained recipe",
-                            frozen=[q.name for q in frozen][:30], constant=len(untouched), share=share))
+            why = (
+                "the whole conditioning path, fusion included, is frozen"
+                if len(frozen) == len(g.params)
+                else f"{len(untouched)} of its {len(gains)} frozen biases and norm gains are still constant, "
+                "as initialised: "
+                "it was never trained"
+            )
+            out.append(
+                make(
+                    "condition.encoder_frozen",
+                    "error",
+                    "condition.embedding",
+                    f"{len(frozen)} conditioning tensors ({100 * share:.0f}% of its values: {_names(frozen)}) have "
+                    f"requires_grad=False and {why}",
+                    CHECK,
+                    hint="freeze only a pretrained encoder (MusicGen's T5); one trained from scratch must learn: "
+                    "remove the requires_grad_(False) copied from a pretrained recipe",
+                    frozen=[q.name for q in frozen][:30],
+                    constant=len(untouched),
+                    share=share,
+                )
+            )
         else:
-            out.append(make("condition.encoder_frozen", "info", "condition.embedding",
-                            f"{len(frozen)} conditioning tensors are frozen and look pretrained (their biases and norm "
-                            "gains are not at initial values)", CHECK, hint="expected for a frozen pretrained text encoder",
-                            frozen=[q.name for q in frozen][:30]))
+            out.append(
+                make(
+                    "condition.encoder_frozen",
+                    "info",
+                    "condition.embedding",
+                    f"{len(frozen)} conditioning tensors are frozen and look pretrained (their biases and norm "
+                    "gains are not at initial values)",
+                    CHECK,
+                    hint="expected for a frozen pretrained text encoder",
+                    frozen=[q.name for q in frozen][:30],
+                )
+            )
     if not g.loss_has_graph:
         return out
     cut = [q for q in g.params if q.grad == "none"]
@@ -284,12 +317,20 @@ def judge_guidance(p: GuidanceProbe, s: Sensitivity | None) -> list[Finding]:
                      hint="judge it after some training, when the condition moves the predictions more (or with more "
                           "frames: --budget full)", expected_changes=expect, sampled=p.sampled)]
     if plain is not None and plain == 0:
-        return [make("condition.unused", "error", "generation",
-                     f"generation ignores the caption: {what} identical for the true, another and the empty "
-                     f"caption, even with guidance 1, although the model's predictions depend on it (about {expect:.0f} "
-                     "tokens should differ)", CHECK,
-                     hint="the generation path does not pass the caption to the model (empty or cached conditions)",
-                     tokens=p.tokens, expected_changes=expect)]
+        return [
+            make(
+                "condition.unused",
+                "error",
+                "generation",
+                f"generation ignores the caption: {what} identical for the true, another and the empty "
+                f"caption, even with guidance 1, although the model's predictions depend on it (about {expect:.0f} "
+                "tokens should differ)",
+                CHECK,
+                hint="the generation path does not pass the caption to the model (empty or cached conditions)",
+                tokens=p.tokens,
+                expected_changes=expect,
+            )
+        ]
     if plain is None:
         detail = f"(forcing guidance 1 failed: {p.override_error})"
         severity = "warning" if expect is not None and expect >= EXPECTED_CHANGES else "info"

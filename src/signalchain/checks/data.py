@@ -57,10 +57,19 @@ def judge_shapes(trace: Trace) -> list[Finding]:
                             logits=logits.shape, targets=targets.shape, layout=view.describe()))
     if mask is not None and targets is not None and view.targets is not None and view.mask is None \
             and mask.value is not None:
-        out.append(make("shape.mismatch", "error", "mask.loss",
-                        f"the loss mask has shape {mask.shape} but targets have {targets.shape}: it broadcasts or is sliced",
-                        CHECK, hint="build the mask per codebook and frame, like the targets",
-                        mask=mask.shape, targets=targets.shape, layout=view.describe()))
+        out.append(
+            make(
+                "shape.mismatch",
+                "error",
+                "mask.loss",
+                f"the loss mask has shape {mask.shape} but targets have {targets.shape}: it broadcasts or is sliced",
+                CHECK,
+                hint="build the mask per codebook and frame, like the targets",
+                mask=mask.shape,
+                targets=targets.shape,
+                layout=view.describe(),
+            )
+        )
     return out
 
 
@@ -111,13 +120,24 @@ def judge_masks(trace: Trace) -> list[Finding]:
     how = "loss mask" if "mask.loss" in trace else f"targets other than the ignore index {view.ignore_index}"
     if valid == 0 or (per_k == 0).any():
         empty = [int(k) for k in np.flatnonzero(per_k == 0)]
-        out.append(make("mask.empty", "error", stage,
-                        f"the {how} keeps {valid} of {total} target positions" + (f"; codebooks {empty} have none" if valid else ""),
-                        CHECK, hint="the loss has nothing to learn from (a mean over nothing is NaN); check how the "
-                                    "padding mask or the ignored labels are built from the valid lengths (an inverted "
-                                    "comparison, lengths in samples vs frames, every label set to the ignore index)",
-                        valid=valid, total=total, per_codebook=per_k.tolist(), padding_valid_fraction=pad_frac,
-                        layout=view.describe()))
+        out.append(
+            make(
+                "mask.empty",
+                "error",
+                stage,
+                f"the {how} keeps {valid} of {total} target positions"
+                + (f"; codebooks {empty} have none" if valid else ""),
+                CHECK,
+                hint="the loss has nothing to learn from (a mean over nothing is NaN); check how the "
+                "padding mask or the ignored labels are built from the valid lengths (an inverted "
+                "comparison, lengths in samples vs frames, every label set to the ignore index)",
+                valid=valid,
+                total=total,
+                per_codebook=per_k.tolist(),
+                padding_valid_fraction=pad_frac,
+                layout=view.describe(),
+            )
+        )
     elif valid / total < 0.05:
         out.append(make("mask.empty", "warning", stage,
                         f"the {how} keeps only {valid} of {total} target positions ({100 * valid / total:.1f}%)", CHECK,

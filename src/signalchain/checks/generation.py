@@ -91,16 +91,32 @@ def judge_sampler(report: GenerationMeasurement) -> list[Finding]:
                             hint="a logits processor (top-k/top-p filter, a mask) removes nearly every candidate "
                                  "before sampling; widen it", support=fit.support, **ev))
         elif truncated:
-            cures = [k for k in ("top_k", "top_p") if (r := _reset(report, k)) is not None and r.fit is not None
-                     and max(r.fit.beyond_rank_expected or 0.0, r.fit.beyond_mass_expected or 0.0) < max(20.0, 0.05 * r.fit.n)]
+            cures = [
+                k
+                for k in ("top_k", "top_p")
+                if (r := _reset(report, k)) is not None
+                and r.fit is not None
+                and max(r.fit.beyond_rank_expected or 0.0, r.fit.beyond_mass_expected or 0.0)
+                < max(20.0, 0.05 * r.fit.n)
+            ]
             cure = f"; resetting {' or '.join(cures)} removes the cut" if cures else ""
-            out.append(make("generation.restrictive_sampling", "warning", "generation",
-                            f"no pick lay beyond rank {fit.max_rank} (or beyond {100 * (fit.max_mass_before or 0):.0f}% "
-                            f"of the probability mass) in {fit.n} picks, where the model's distribution would have put "
-                            f"{beyond:.0f} picks there{cure}", CHECK,
-                            hint="top-k or top-p keeps too few candidates: MusicGen samples with top_k=250, top_p=0 "
-                                 "(top_p is the mass to keep, e.g. 0.9, not the mass to drop)",
-                            beyond_expected=beyond, max_mass_before=fit.max_mass_before, cures=cures, **ev))
+            out.append(
+                make(
+                    "generation.restrictive_sampling",
+                    "warning",
+                    "generation",
+                    f"no pick lay beyond rank {fit.max_rank} (or beyond {100 * (fit.max_mass_before or 0):.0f}% "
+                    f"of the probability mass) in {fit.n} picks, where the model's distribution would have put "
+                    f"{beyond:.0f} picks there{cure}",
+                    CHECK,
+                    hint="top-k or top-p keeps too few candidates: MusicGen samples with top_k=250, top_p=0 "
+                    "(top_p is the mass to keep, e.g. 0.9, not the mass to drop)",
+                    beyond_expected=beyond,
+                    max_mass_before=fit.max_mass_before,
+                    cures=cures,
+                    **ev,
+                )
+            )
         tau = fit.temperature
         if tau is not None and tau < LOW_TEMPERATURE and (not truncated or tau < 0.15):
             fix = _reset(report, "temperature")

@@ -20,10 +20,20 @@ def judge_loader(m: dict[str, Any]) -> list[Finding]:
         return []
     same = [i for i in range(1, len(batches)) if batches[i]["batch"] == batches[i - 1]["batch"]]
     if same:
-        return [make("loader.repeats", "error", "loader",
-                     f"the loader yields the same batch again: batches {[(i - 1, i) for i in same]} of {len(batches)} are identical",
-                     CHECK, hint="the iterator is re-created every step or returns a cached batch; draw a new batch "
-                                 "each step from one iterator", identical_pairs=same, batches=len(batches))]
+        return [
+            make(
+                "loader.repeats",
+                "error",
+                "loader",
+                f"the loader yields the same batch again: batches {[(i - 1, i) for i in same]} "
+                f"of {len(batches)} are identical",
+                CHECK,
+                hint="the iterator is re-created every step or returns a cached batch; draw a new batch "
+                "each step from one iterator",
+                identical_pairs=same,
+                batches=len(batches),
+            )
+        ]
     stale = []
     for visits in m.get("revisits", []):
         for a, b in zip(visits, visits[1:]):

@@ -56,7 +56,10 @@ def judge_state(scan: StateScan | None, baseline: StateScan | None = None) -> li
                     "the update wrote them: replay it under signalchain's locator (doctor --family numerics) and "
                     "check the optimizer's eps, the learning rate and gradient clipping")
             if where == "optimizer" and baseline is None:
-                hint = "the optimizer state was resumed corrupted: drop it (reset the moments) or load an earlier checkpoint"
+                hint = (
+                    "the optimizer state was resumed corrupted: drop it (reset the moments) "
+                    "or load an earlier checkpoint"
+                )
             out.append(make(fid, severity, stage, f"{len(hits)} {kind} hold {what} {when}: {detail}", CHECK,
                             hint=hint, tensors=[i.name for i in hits], counts=[i.count for i in hits],
                             abs_max=[i.abs_max for i in hits], updates=scan.updates))
@@ -163,10 +166,15 @@ def judge_locate(rep: LocateMeasurement) -> list[Finding]:
     else:
         return []
     if not serious:  # a non-finite stage, but the loss and the gradients are finite
-        out = [dataclasses.replace(f, severity=Severity.WARNING,
-                                   message=f.message + " The loss and the gradients are still finite.",
-                                   hint=f.hint + "; a value a mask hides today breaks the gradient tomorrow (0·NaN = NaN)")
-               for f in out]
+        out = [
+            dataclasses.replace(
+                f,
+                severity=Severity.WARNING,
+                message=f.message + " The loss and the gradients are still finite.",
+                hint=f.hint + "; a value a mask hides today breaks the gradient tomorrow (0·NaN = NaN)",
+            )
+            for f in out
+        ]
     if rep.loss is not None and not math.isfinite(rep.loss):
         out.append(make("nonfinite.loss", "error", rep.loss_stage or "loss",
                         f"the loss is {rep.loss}. The first non-finite value is upstream: {origin}.", CHECK,

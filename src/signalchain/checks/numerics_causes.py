@@ -70,9 +70,13 @@ def likely_cause(ev: OpEvent) -> tuple[str, str, str]:
         at = 2 if name.startswith("addcdiv") else (1 if name in _DIV else -1)
         denom = ev.inputs[at] if 0 <= at < len(ev.inputs) else {}
         if denom.get("zero_fraction"):
-            return ("division_by_zero", f"the update of {ev.target} divides by a denominator with exact zeros "
-                    f"({denom['zero_fraction']:.1%} of it) where the gradient was exactly 0, so 0/0 (Adam: sqrt(v) + eps = 0)",
-                    "give the optimizer eps > 0 (Adam's default 1e-8), and check parameters that get no gradient")
+            return (
+                "division_by_zero",
+                f"the update of {ev.target} divides by a denominator with exact zeros "
+                f"({denom['zero_fraction']:.1%} of it) where the gradient was exactly 0, "
+                "so 0/0 (Adam: sqrt(v) + eps = 0)",
+                "give the optimizer eps > 0 (Adam's default 1e-8), and check parameters that get no gradient",
+            )
         return ("huge_update", f"the update wrote {ev.nan} NaN / {ev.inf} inf into {ev.target}",
                 "lower the learning rate, clip gradients, and check the optimizer's eps and betas")
     if name in _REDUCE and any(i.get("numel") == 0 for i in floats):
@@ -109,8 +113,11 @@ def likely_cause(ev: OpEvent) -> tuple[str, str, str]:
         eps = next((s for s in ev.scalars if isinstance(s, float)), None)
         rows = f"{x.get('constant_rows')} of {x.get('rows')} rows are constant (variance 0)" if x.get("constant_rows") \
             else f"inputs from {_num(x.get('min'))} to {_num(x.get('max'))}"
-        return ("normalisation", f"normalisation statistics are invalid: {rows}" + (f", eps = {eps}" if eps is not None else ""),
-                "use eps >= 1e-5 inside the square root, and keep padded or masked slots out of the statistics")
+        return (
+            "normalisation",
+            f"normalisation statistics are invalid: {rows}" + (f", eps = {eps}" if eps is not None else ""),
+            "use eps >= 1e-5 inside the square root, and keep padded or masked slots out of the statistics",
+        )
     if name in _DIV or (ev.phase == "backward" and fwd in ("sqrt", "rsqrt", "div", "norm", "linalg_vector_norm")):
         if ev.phase == "backward" and fwd in ("sqrt", "rsqrt", "norm", "linalg_vector_norm"):
             return ("division_by_zero", f"the derivative of `{fwd}` at 0 is infinite: its gradient divides by 0 "
@@ -123,8 +130,11 @@ def likely_cause(ev: OpEvent) -> tuple[str, str, str]:
         return ("division_by_zero", detail + note, "add eps to the denominator or clamp it (x / d.clamp_min(1e-6)), "
                 "and look for silent, constant or empty examples")
     if ev.phase == "backward" and ev.inf and not ev.nan:
-        return ("huge_update", f"gradients overflow in the backward of `{fwd or name}` (inputs up to {_num(x.get('abs_max'))})",
-                "clip gradients, lower the learning rate or the loss scale, and look for a layer with huge activations")
+        return (
+            "huge_update",
+            f"gradients overflow in the backward of `{fwd or name}` (inputs up to {_num(x.get('abs_max'))})",
+            "clip gradients, lower the learning rate or the loss scale, and look for a layer with huge activations",
+        )
     if low:
         return ("low_precision", f"`{name}` overflowed or lost precision in {ev.dtype}",
                 "compute this op in float32 and cast back")

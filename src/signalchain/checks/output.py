@@ -185,11 +185,20 @@ def judge_route(route: RouteMeasurement) -> list[Finding]:
                         hint="return the codes beside the audio, or tap('generation.tokens', codes) inside generate",
                         returned=route.audio_only))
     if route.invalid:
-        out.append(make("generation.invalid_tokens", "error", "generation",
-                        f"{route.invalid} generated tokens lie outside [0, {route.cardinality}) "
-                        f"(values {route.special[:5]})" + (f"; the decoder raised: {route.error}" if route.error else ""),
-                        CHECK, hint="special ids (pattern padding, start token) reached the output: revert the delay "
-                                    "pattern before returning codes", invalid=route.invalid, values=route.special[:10]))
+        out.append(
+            make(
+                "generation.invalid_tokens",
+                "error",
+                "generation",
+                f"{route.invalid} generated tokens lie outside [0, {route.cardinality}) "
+                f"(values {route.special[:5]})" + (f"; the decoder raised: {route.error}" if route.error else ""),
+                CHECK,
+                hint="special ids (pattern padding, start token) reached the output: revert the delay "
+                "pattern before returning codes",
+                invalid=route.invalid,
+                values=route.special[:10],
+            )
+        )
     if route.silent_frames is not None and route.silent_frames > 0.8:
         out.append(make("generation.silent", "error", "generation",
                         f"{100 * route.silent_frames:.0f}% of generated frames are the silence pattern "

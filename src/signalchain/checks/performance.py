@@ -289,17 +289,32 @@ def _sync_bound(rep: PerfMeasurement) -> list[Finding]:
     if ls:
         dominant = ls >= SYNC_ABS and ls >= LIBRARY_MODULE_SHARE * calls
         where = _where(rep.library_sites, rep.library_callers)
-        out.append(make("perf.sync_bound", "warning" if dominant else "info", "runtime",
-                        f"{ls:g} of the {total:g} host reads per update happen inside third-party code"
-                        + (f", at least one per module call ({calls:g} calls): on a GPU every layer waits for the "
-                           "device" if dominant else ": the library's own cost, not a line of this pipeline"),
-                        CHECK, hint=f"they come from {where}; the library line cannot be edited here: look for a "
-                                    "newer release or an option that avoids it, or call that code less often (e.g. "
-                                    "precompute codec tokens outside the training step)",
-                        library_syncs_per_update=ls, total_syncs_per_update=total, module_calls_per_update=calls,
-                        sites=dict(list(rep.library_sites.items())[:5]),
-                        callers={k: v for k, v in rep.library_callers.items() if k in dict(list(rep.library_sites.items())[:5])},
-                        owner="library", device=rep.device))
+        out.append(
+            make(
+                "perf.sync_bound",
+                "warning" if dominant else "info",
+                "runtime",
+                f"{ls:g} of the {total:g} host reads per update happen inside third-party code"
+                + (
+                    f", at least one per module call ({calls:g} calls): on a GPU every layer waits for the device"
+                    if dominant
+                    else ": the library's own cost, not a line of this pipeline"
+                ),
+                CHECK,
+                hint=f"they come from {where}; the library line cannot be edited here: look for a "
+                "newer release or an option that avoids it, or call that code less often (e.g. "
+                "precompute codec tokens outside the training step)",
+                library_syncs_per_update=ls,
+                total_syncs_per_update=total,
+                module_calls_per_update=calls,
+                sites=dict(list(rep.library_sites.items())[:5]),
+                callers={
+                    k: v for k, v in rep.library_callers.items() if k in dict(list(rep.library_sites.items())[:5])
+                },
+                owner="library",
+                device=rep.device,
+            )
+        )
     return out
 
 

@@ -28,7 +28,9 @@ def _overflow_text(rep: AmpMeasurement) -> str:
     if ev is None:
         return ""
     where = f" in {ev.module}" if ev.module else ""
-    param = f"; first parameter with a non-finite gradient: {rep.first_overflow_param}" if rep.first_overflow_param else ""
+    param = (
+        f"; first parameter with a non-finite gradient: {rep.first_overflow_param}" if rep.first_overflow_param else ""
+    )
     return (f" First op that overflowed: {op_name(ev.op)}{where}, the gradient of {ev.forward_op} at stage "
             f"{ev.stage} ({ev.nan} NaN, {ev.inf} inf){param}.")
 
@@ -45,7 +47,9 @@ def _skips(rep: AmpMeasurement) -> list[Finding]:
     if settling or rate < SKIP_WARNING:
         return []
     scales = [s.scale_before for s in steps] + [steps[-1].scale_after]
-    unscaled = ("finite" if not rep.unscaled_nonfinite else "NOT finite") if rep.unscaled_grad_norm is not None else "unknown"
+    unscaled = (
+        ("finite" if not rep.unscaled_nonfinite else "NOT finite") if rep.unscaled_grad_norm is not None else "unknown"
+    )
     moved = sum(1 for s in steps if s.params_moved)
     msg = (f"the gradient scaler skipped {len(skipped)} of {n} optimizer steps ({rate:.0%}); the weights moved in "
            f"{moved} of them; scale {scales[0]:g} -> {scales[-1]:g}; gradients at scale 1 are {unscaled} "
@@ -107,9 +111,14 @@ def _mismatch(rep: AmpMeasurement) -> list[Finding]:
     tol = rep.stage_tolerance.get(stage, math.nan)
     detail = (rep.comparison or {}).get("first_divergence") or {}
     d = rep.op_divergence
-    op = (f" The first op out of tolerance: {op_name(d.op)}" + (f" in {d.module}" if d.module else "")
-          + (f" at {d.location}" if d.location else "") + f" ({d.dtype}, relative error {d.rel_error:.3g} > {d.tolerance:.3g})."
-          if d else "")
+    op = (
+        f" The first op out of tolerance: {op_name(d.op)}"
+        + (f" in {d.module}" if d.module else "")
+        + (f" at {d.location}" if d.location else "")
+        + f" ({d.dtype}, relative error {d.rel_error:.3g} > {d.tolerance:.3g})."
+        if d
+        else ""
+    )
     if math.isinf(err) and rep.forward is not None:
         return []  # not finite in low precision: amp.overflow and the numerics family say it better
     severity = "error" if (math.isfinite(err) and err > 4 * tol) else "warning"

@@ -84,12 +84,20 @@ def judge_token_audio(m: dict[str, Any] | None) -> list[Finding]:
                          hint="codes are laid out [B, K, T] with codebook 0 the coarsest; check the permute/transpose "
                               "after encoding (and before decoding)", **ev)]
     if not given["resolves"]:
-        return [make("tokens.audio_unjudged", "info", "tokens",
-                     f"this codec's decodes do not tell the examples apart (own pairings {[round(x, 2) for x in own]} "
-                     f"against wrong pairings around {chance:.2f}, up to {given['chance_max']:.2f}): whether the tokens "
-                     "describe their audio (a stale cache, the codebook order) cannot be judged", CHECK,
-                     hint="expected for an untrained or toy codec; with a real codec, look at the decode path "
-                          "(`signalchain listen`) and the token cache", **ev)]
+        return [
+            make(
+                "tokens.audio_unjudged",
+                "info",
+                "tokens",
+                f"this codec's decodes do not tell the examples apart (own pairings {[round(x, 2) for x in own]} "
+                f"against wrong pairings around {chance:.2f}, up to {given['chance_max']:.2f}): whether the tokens "
+                "describe their audio (a stale cache, the codebook order) cannot be judged",
+                CHECK,
+                hint="expected for an untrained or toy codec; with a real codec, look at the decode path "
+                "(`signalchain listen`) and the token cache",
+                **ev,
+            )
+        ]
     level = given["ceiling"]
     cut = chance + 0.5 * (level - chance)
     poor = [examples[i] for i, x in enumerate(own) if x < cut]

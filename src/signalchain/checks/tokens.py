@@ -29,9 +29,18 @@ def judge_crop(trace: Trace) -> list[Finding]:
     outside = (start < 0) | (end <= start) | ((end > total) if total is not None else False)
     if np.any(outside) and total is not None and np.any((start < 0) | (end <= start)):
         idx = [int(i) for i in np.flatnonzero(outside)]
-        out.append(make("crop.out_of_bounds", "error", "crop",
-                        f"crop bounds of examples {idx} are invalid (start {start[idx].tolist()}, end {end[idx].tolist()}, "
-                        f"audio length {total})", CHECK, hint="clamp crops to [0, length - segment]", examples=idx))
+        out.append(
+            make(
+                "crop.out_of_bounds",
+                "error",
+                "crop",
+                f"crop bounds of examples {idx} are invalid (start {start[idx].tolist()}, end {end[idx].tolist()}, "
+                f"audio length {total})",
+                CHECK,
+                hint="clamp crops to [0, length - segment]",
+                examples=idx,
+            )
+        )
     if lengths is None:
         return out
     lengths = np.asarray(lengths, dtype=np.int64)
@@ -42,12 +51,21 @@ def judge_crop(trace: Trace) -> list[Finding]:
     bad = np.flatnonzero(share < 0.5)
     if bad.size:
         idx = [int(i) for i in bad]
-        out.append(make("crop.in_padding", "error", "crop",
-                        f"crops of examples {idx} hold {[round(float(s) * 100) for s in share[bad]]}% of the real audio "
-                        f"they could (start {start[bad].tolist()} vs clip lengths {lengths[bad].tolist()})", CHECK,
-                        hint="choose the crop start from each clip's own valid length, not the padded batch length",
-                        examples=idx, starts=start[bad].tolist(), lengths=lengths[bad].tolist(),
-                        real_share=share[bad].tolist()))
+        out.append(
+            make(
+                "crop.in_padding",
+                "error",
+                "crop",
+                f"crops of examples {idx} hold {[round(float(s) * 100) for s in share[bad]]}% of the real audio "
+                f"they could (start {start[bad].tolist()} vs clip lengths {lengths[bad].tolist()})",
+                CHECK,
+                hint="choose the crop start from each clip's own valid length, not the padded batch length",
+                examples=idx,
+                starts=start[bad].tolist(),
+                lengths=lengths[bad].tolist(),
+                real_share=share[bad].tolist(),
+            )
+        )
     return out
 
 
@@ -62,10 +80,19 @@ def judge_tokens(trace: Trace) -> list[Finding]:
     if card is not None:
         bad = (tokens < 0) | (tokens >= int(card))
         if bad.any():
-            out.append(make("tokens.out_of_range", "error", "tokens",
-                            f"{int(bad.sum())} tokens lie outside [0, {card}) (min {int(tokens.min())}, max {int(tokens.max())})",
-                            CHECK, hint="a pad/special id or a codec with another cardinality produced these codes",
-                            count=int(bad.sum()), cardinality=int(card)))
+            out.append(
+                make(
+                    "tokens.out_of_range",
+                    "error",
+                    "tokens",
+                    f"{int(bad.sum())} tokens lie outside [0, {card}) "
+                    f"(min {int(tokens.min())}, max {int(tokens.max())})",
+                    CHECK,
+                    hint="a pad/special id or a codec with another cardinality produced these codes",
+                    count=int(bad.sum()),
+                    cardinality=int(card),
+                )
+            )
     padding = value(trace, "mask.padding")
     valid = as_bool_mask(padding, tokens.shape)[:, 0, :]  # [B, T]
     frames = tokens.transpose(0, 2, 1)[valid]  # [N, K]: one code pattern per valid frame

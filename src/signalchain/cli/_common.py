@@ -168,7 +168,9 @@ def resolve_pipeline(spec: str | None, faults: Sequence[str] = (), hf_musicgen: 
                              "`if __name__ == '__main__':`)") from None
     if faults:
         if "with_faults" not in capabilities(pipeline):
-            raise UsageError(f"--fault needs a pipeline with with_faults(names), such as the reference pipeline; {spec!r} has none")
+            raise UsageError(
+                f"--fault needs a pipeline with with_faults(names), such as the reference pipeline; {spec!r} has none"
+            )
         try:
             pipeline = pipeline.with_faults(list(faults))
         except SystemExit as exc:

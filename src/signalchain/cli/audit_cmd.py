@@ -67,8 +67,14 @@ def _listen(result: AuditResult, pairs: int = 3, seconds: float = 8.0) -> list[d
                 f = read_audio(m[side])
             except SignalchainError:
                 continue
-            out.append({"label": f"{m[side + '_split']}: {m[side]}", "audio": f.audio[:, : int(seconds * f.sample_rate)],
-                        "sample_rate": f.sample_rate, "note": f"{m['kind']}, similarity {m['similarity']}"})
+            out.append(
+                {
+                    "label": f"{m[side + '_split']}: {m[side]}",
+                    "audio": f.audio[:, : int(seconds * f.sample_rate)],
+                    "sample_rate": f.sample_rate,
+                    "note": f"{m['kind']}, similarity {m['similarity']}",
+                }
+            )
     return out
 
 

@@ -32,8 +32,8 @@ def doctor(pipeline: str | None, families: tuple[str, ...], symptom: str | None,
            faults: tuple[str, ...], hf_musicgen: str | None, data: tuple[str, ...], hf_set: tuple[str, ...],
            json_path: str | None, html_path: str | None, debug: bool) -> int:
     """Diagnose PIPELINE (default: the reference pipeline; `hf-bed` for the bundled HF MusicGen bed;
-    or --hf-musicgen MODEL_DIR --data DATA for a saved HF MusicGen and a dataset): run the families of experiments and checks
-    (audio, data, numerics, optimisation, precision, conditioning, generation, output, splits), or
+    or --hf-musicgen MODEL_DIR --data DATA for a saved HF MusicGen and a dataset): run the families of experiments
+    and checks (audio, data, numerics, optimisation, precision, conditioning, generation, output, splits), or
     those a --symptom selects, and report the earliest stage where something goes wrong."""
     con = console()
     select_families(families, symptom)  # fail fast on a bad name
@@ -47,9 +47,22 @@ def doctor(pipeline: str | None, families: tuple[str, ...], symptom: str | None,
                             progress=lambda what: bar.update(task, description=f"doctor: {what}"))
     ran = (f"families run: {', '.join(result.families)} in {result.seconds:.1f} s"
            + (f"; not available yet: {', '.join(result.unavailable)}" if result.unavailable else ""))
-    return emit(con, result.findings, title=f"doctor · {pipe.name} · {', '.join(result.families)}", show=[ran],
-                json_path=json_path, fields=dict(pipeline=spec, families=result.families, unavailable=result.unavailable,
-                                                 seconds=round(result.seconds, 2), timings=result.timings,
-                                                 metrics=strip_audio(result.metrics)),
-                html_path=html_path, page=lambda: render_doctor(result.findings, result.metrics, result.families,
-                                                                result.unavailable, result.timings, pipe.name))
+    return emit(
+        con,
+        result.findings,
+        title=f"doctor · {pipe.name} · {', '.join(result.families)}",
+        show=[ran],
+        json_path=json_path,
+        fields=dict(
+            pipeline=spec,
+            families=result.families,
+            unavailable=result.unavailable,
+            seconds=round(result.seconds, 2),
+            timings=result.timings,
+            metrics=strip_audio(result.metrics),
+        ),
+        html_path=html_path,
+        page=lambda: render_doctor(
+            result.findings, result.metrics, result.families, result.unavailable, result.timings, pipe.name
+        ),
+    )

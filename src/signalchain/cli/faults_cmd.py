@@ -18,13 +18,22 @@ __all__ = ["faults"]
 
 def _rows_table(rows: list[dict], with_results: bool) -> Table:
     t = Table(title="fault catalogue" + (" · score" if with_results else ""))
-    for col in ("fault", "family", "expected id @ stage") + (("found", "detected", "localised") if with_results else ("cause",)):
+    for col in ("fault", "family", "expected id @ stage") + (
+        ("found", "detected", "localised") if with_results else ("cause",)
+    ):
         t.add_column(col, overflow="fold")
     mark = {True: "[green]yes[/green]", False: "[red]no[/red]"}
     for r in rows:
         expected = f"{', '.join(r['expected_ids'])} @ {r['expected_stage']}"
         if with_results:
-            t.add_row(r["name"], r["family"], expected, ", ".join(r["found_ids"]) or "—", mark[r["detected"]], mark[r["localised"]])
+            t.add_row(
+                r["name"],
+                r["family"],
+                expected,
+                ", ".join(r["found_ids"]) or "—",
+                mark[r["detected"]],
+                mark[r["localised"]],
+            )
         else:
             t.add_row(r["name"], r["family"], expected, r["cause"])
     return t
@@ -48,7 +57,9 @@ def faults(pipeline: str | None, families: tuple[str, ...], names: tuple[str, ..
     con = console()
     pipe, spec = resolve_pipeline(pipeline)
     if "fault_catalogue" not in capabilities(pipe):
-        raise UsageError(f"{spec or DEFAULT_PIPELINE!r} has no fault_catalogue(); only pipelines with a catalogue can be scored")
+        raise UsageError(
+            f"{spec or DEFAULT_PIPELINE!r} has no fault_catalogue(); only pipelines with a catalogue can be scored"
+        )
     catalogue = pipe.fault_catalogue()
     known = {f["name"] for f in catalogue}
     unknown = [n for n in names if n not in known]
@@ -58,8 +69,17 @@ def faults(pipeline: str | None, families: tuple[str, ...], names: tuple[str, ..
     if families and not chosen:
         raise UsageError(f"no fault in families {list(families)}; families: {sorted({f['family'] for f in catalogue})}")
     if list_only:
-        rows = [FaultRow(name=f["name"], family=f["family"], cause=f["cause"], expected_ids=list(f["expected_ids"]),
-                         expected_stage=f["expected_stage"], symptom=f.get("symptom")).to_dict(results=False) for f in chosen]
+        rows = [
+            FaultRow(
+                name=f["name"],
+                family=f["family"],
+                cause=f["cause"],
+                expected_ids=list(f["expected_ids"]),
+                expected_stage=f["expected_stage"],
+                symptom=f.get("symptom"),
+            ).to_dict(results=False)
+            for f in chosen
+        ]
         return emit(con, [], show=[_rows_table(rows, with_results=False)], json_path=json_path,
                     fields={"faults": rows}, html_path=None, code=0)
     try:
@@ -74,9 +94,11 @@ def faults(pipeline: str | None, families: tuple[str, ...], names: tuple[str, ..
                                 progress=lambda what: bar.update(task, advance=1, description=what[:60]))
     result = score.to_dict()
     s = result["summary"]
-    lines = [_rows_table(result["faults"], with_results=True),
-             f"detected {s['detected']}/{s['faults']} · localised {s['localised']}/{s['faults']} · "
-             f"clean control over seeds {control_seeds}: {result['control']['errors']} error findings · {s['seconds']} s"]
+    lines = [
+        _rows_table(result["faults"], with_results=True),
+        f"detected {s['detected']}/{s['faults']} · localised {s['localised']}/{s['faults']} · "
+        f"clean control over seeds {control_seeds}: {result['control']['errors']} error findings · {s['seconds']} s",
+    ]
     lines += [f"  control seed {f['seed']}: [{'red' if f['severity'] == 'error' else 'yellow'}]{f['severity']}[/] "
               f"{f['id']} @ {f['stage']}: {f['message']}" for f in result["control"]["findings"]]
     return emit(con, [], show=lines, json_path=json_path, fields=result, html_path=html_path,

@@ -68,7 +68,9 @@ def _with_faults(pipe: Pipeline, spec: str, faults: Sequence[str]) -> Pipeline:
     if not faults:
         return pipe
     if "with_faults" not in capabilities(pipe):
-        raise UsageError(f"--fault needs a pipeline with with_faults(names), such as the reference pipeline; {spec!r} has none")
+        raise UsageError(
+            f"--fault needs a pipeline with with_faults(names), such as the reference pipeline; {spec!r} has none"
+        )
     if "fault_catalogue" in capabilities(pipe):
         known = [str(f.get("name")) for f in pipe.fault_catalogue()]
         unknown = [f for f in faults if f not in known]
@@ -103,7 +105,9 @@ def parse_stage_tolerances(items: Sequence[str], golden: Trace, atol: float) -> 
             if not math.isfinite(value) or value < 0:
                 raise UsageError(f"--tol {item!r}: {text!r} is not a tolerance; give finite numbers >= 0")
         if stage not in golden:
-            raise UsageError(f"--tol {item!r}: the golden has no stage {stage!r}; its stages: {', '.join(golden.names())}")
+            raise UsageError(
+                f"--tol {item!r}: the golden has no stage {stage!r}; its stages: {', '.join(golden.names())}"
+            )
         if stage in out:
             raise UsageError(f"--tol gives stage {stage!r} twice")
         out[stage] = Tolerance(numbers[0], numbers[1] if len(numbers) > 1 else atol)
@@ -154,7 +158,10 @@ def _rerun(g: Golden, pipeline: str | None, faults: tuple[str, ...], con: Consol
     seed = int(g.provenance.get("seed") or 0)
     captured = list(g.provenance.get("faults") or [])
     if captured and captured != list(faults):
-        con.print(f"[yellow]note[/yellow]: the golden was captured with faults {captured}; this run uses {list(faults) or 'none'}")
+        con.print(
+            f"[yellow]note[/yellow]: the golden was captured with faults {captured}; "
+            f"this run uses {list(faults) or 'none'}"
+        )
     con.print(f"re-running pipeline {spec} (from {source}) on the golden batch, seed {seed}")
     with con.status(f"re-running {pipe.name} on the golden batch (seed {seed})…"):
         trace = run_golden(pipe, seed).trace
@@ -216,8 +223,16 @@ def inspect(golden: str, json_path: str | None, html_path: str | None, debug: bo
     print_trace(g.trace, con, title=f"{g.provenance.get('pipeline')} golden batch · {Path(g.path)}")
     findings = list(g.trace.problems)
     if not any(r.kind == "audio" for r in g.trace):
-        findings.append(Finding("inspect.no_audio", Severity.INFO, None, "the golden batch has no audio stage to listen to",
-                                hint="tap audio with a sample_rate= so that it can be heard", check="cli.inspect"))
+        findings.append(
+            Finding(
+                "inspect.no_audio",
+                Severity.INFO,
+                None,
+                "the golden batch has no audio stage to listen to",
+                hint="tap audio with a sample_rate= so that it can be heard",
+                check="cli.inspect",
+            )
+        )
     return emit(con, findings, title="Findings" if findings else None, json_path=json_path,
                 fields=dict(golden=str(g.path), provenance=g.provenance, stages=g.trace.to_dict()["stages"]),
                 html_path=html_path, page=lambda: render_inspect(g), rendering="rendering HTML (figures and audio)…")

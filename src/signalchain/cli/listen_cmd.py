@@ -83,11 +83,20 @@ def _nonfinite(rep: FileMeasurement) -> Finding | None:
         return None  # garbage read as float: judge_file's output.header says so
     total = rep.channels * rep.frames
     count = int(round(share * total))
-    return make("audio.nonfinite", "error", STAGE,
-                f"{rep.path}: {count:,} of {total:,} samples ({100 * share:.3g}%) are NaN or infinite: the file is "
-                f"{rep.subtype} as its header says, its samples are not finite", CHECK,
-                hint="find where the audio became non-finite before it was written (decoder output, a division by "
-                     "a zero peak); writers store NaN as it is", path=rep.path, count=count, total=total, fraction=share)
+    return make(
+        "audio.nonfinite",
+        "error",
+        STAGE,
+        f"{rep.path}: {count:,} of {total:,} samples ({100 * share:.3g}%) are NaN or infinite: the file is "
+        f"{rep.subtype} as its header says, its samples are not finite",
+        CHECK,
+        hint="find where the audio became non-finite before it was written (decoder output, a division by "
+        "a zero peak); writers store NaN as it is",
+        path=rep.path,
+        count=count,
+        total=total,
+        fraction=share,
+    )
 
 
 def _judge(path: str, rep: FileMeasurement, rate: int | None, subtype: str | None) -> list[Finding]:
@@ -156,7 +165,9 @@ def listen(paths: tuple[str, ...], rate: int | None, subtype: str | None, json_p
     for r in reports:
         t.add_row(*file_row(r))
     con.print(t)
-    expected = "".join([f" · expected rate {rate} Hz" if rate else "", f" · expected subtype {subtype}" if subtype else ""])
+    expected = "".join(
+        [f" · expected rate {rate} Hz" if rate else "", f" · expected subtype {subtype}" if subtype else ""]
+    )
 
     def load(shown: str) -> tuple[np.ndarray, int] | None:
         try:

@@ -208,12 +208,18 @@ def _pooled(got: dict[str, tuple[Any, dict]]) -> np.ndarray | None:
     if e.ndim == 2:
         return e
     mask = got.get("condition.mask", (None, {}))[0]
-    m = np.asarray(mask, dtype=bool) if mask is not None and np.shape(mask) == e.shape[:2] else np.ones(e.shape[:2], bool)
+    m = (
+        np.asarray(mask, dtype=bool)
+        if mask is not None and np.shape(mask) == e.shape[:2]
+        else np.ones(e.shape[:2], bool)
+    )
     m = m | ~m.any(axis=1, keepdims=True)  # a row with no real position: all of it
     return (e * m[..., None]).sum(1) / m.sum(1, keepdims=True)
 
 
-def _embedding_change(base: dict[str, tuple[Any, dict]], got: dict[str, tuple[Any, dict]], rows: list[int]) -> float | None:
+def _embedding_change(
+    base: dict[str, tuple[Any, dict]], got: dict[str, tuple[Any, dict]], rows: list[int]
+) -> float | None:
     """Largest relative change |E' - E| / |E| of a row's condition embedding; position by position when both
     have the same shape, else of the rows' pooled embeddings (another caption tokenises to another length)."""
     emb0, emb = base.get("condition.embedding", (None, {}))[0], got.get("condition.embedding", (None, {}))[0]
@@ -255,7 +261,11 @@ def measure_sensitivity(ctx: Context, steps: int = 0) -> Sensitivity:
     if "caption" not in base:
         return Sensitivity(0, {}, {}, error="the step does not tap `caption`")
     captions = list(base["caption"][0])
-    raw0 = base["logits"][0] if "logits" in base else (to_numpy(out.logits) if out is not None and out.logits is not None else None)
+    raw0 = (
+        base["logits"][0]
+        if "logits" in base
+        else (to_numpy(out.logits) if out is not None and out.logits is not None else None)
+    )
     if raw0 is None:
         return Sensitivity(0, {}, {}, error="the step returns no logits and taps none")
     logits0 = _canonical(raw0, len(captions), base)
@@ -264,7 +274,11 @@ def measure_sensitivity(ctx: Context, steps: int = 0) -> Sensitivity:
                                             f"of {len(captions)} (not [B, K, T, V], [B*K, T, V] or [B, T, V])")
     dtype = base.get("logits", (None, {}))[1].get("_dtype") or (out.logits.dtype if out is not None and
                                                                  isinstance(out.logits, torch.Tensor) else raw0.dtype)
-    dropped0 = np.asarray(base["condition.dropped"][0], dtype=bool) if "condition.dropped" in base else np.zeros(len(captions), bool)
+    dropped0 = (
+        np.asarray(base["condition.dropped"][0], dtype=bool)
+        if "condition.dropped" in base
+        else np.zeros(len(captions), bool)
+    )
     l_scale = float(np.std(logits0)) or 1.0
     emb_change, logit_change, tv, rows_used = {}, {}, {}, 0
     control = float("nan")
@@ -370,7 +384,10 @@ def measure_guidance(ctx: Context) -> GuidanceProbe:
 
     try:
         true = generate(None)
-        changed = {name: _changed(generate(caps), true) for name, caps in (("other caption", rolled(captions)), ("null caption", [""] * len(captions)))}
+        changed = {
+            name: _changed(generate(caps), true)
+            for name, caps in (("other caption", rolled(captions)), ("null caption", [""] * len(captions)))
+        }
     except Exception as exc:
         return GuidanceProbe(0, {}, error=f"{type(exc).__name__}: {exc}")
     audio = bool(np.issubdtype(true.dtype, np.floating))
@@ -382,7 +399,9 @@ def measure_guidance(ctx: Context) -> GuidanceProbe:
     if changed["null caption"] == 0.0:
         try:  # guidance 1 = the conditional logits alone (AudioCraft's cfg_coef convention)
             plain = generate(None, {"cfg_coef": 1.0})
-            probe.changed["null caption, guidance 1"] = _changed(generate([""] * len(captions), {"cfg_coef": 1.0}), plain)
+            probe.changed["null caption, guidance 1"] = _changed(
+                generate([""] * len(captions), {"cfg_coef": 1.0}), plain
+            )
         except Exception as exc:
             probe.override_error = f"{type(exc).__name__}: {exc}"
     return probe

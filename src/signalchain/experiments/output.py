@@ -151,5 +151,7 @@ def probe_decoder(ctx: Context, window: int = 6) -> DecoderProbe | None:
                 changed.append(t0)
                 worst = far if worst is None else max(worst, far)
     except Exception as exc:
-        return DecoderProbe(frames=T, changed=changed, far_share=None, window=window, error=f"{type(exc).__name__}: {exc}")
+        return DecoderProbe(
+            frames=T, changed=changed, far_share=None, window=window, error=f"{type(exc).__name__}: {exc}"
+        )
     return DecoderProbe(frames=T, changed=changed, far_share=worst, window=window)

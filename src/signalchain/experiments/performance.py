@@ -14,7 +14,8 @@ Two measurements, each on a freshly built model and optimizer, through the pipel
    takes out.
 2. *Host reads*: `budget.perf_sync_steps` updates on the golden batch under `HostReads`, which
    counts the ops that make the host wait for a tensor's value, the module calls per update, and
-   the file:line of each read, the user's own apart from those inside third-party libraries. This run is separate because watching every op slows it.
+   the file:line of each read, the user's own apart from those inside third-party libraries. This
+   run is separate because watching every op slows it.
 """
 
 from __future__ import annotations

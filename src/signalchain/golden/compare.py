@@ -78,7 +78,9 @@ class Comparison:
         first = self.first_divergence
         return {
             "identical": self.identical,
-            "first_divergence": None if first is None else {"stage": first.stage, "kind": first.kind, "detail": jsonable(first.detail)},
+            "first_divergence": None
+            if first is None
+            else {"stage": first.stage, "kind": first.kind, "detail": jsonable(first.detail)},
             "downstream": self.downstream,
             "stages": [s.to_dict() for s in self.stages],
         }
@@ -172,7 +174,9 @@ def compare_records(a: StageRecord, b: StageRecord, tol: Tolerance = Tolerance()
         if math.isnan(va) and math.isnan(vb):
             return StageDiff(name, a.kind, True)
         ok = va == vb or (math.isfinite(va) and math.isfinite(vb) and abs(va - vb) <= tol.atol + tol.rtol * abs(va))
-        return StageDiff(name, a.kind, ok, {"golden": va, "new": vb, "abs_diff": abs(va - vb) if math.isfinite(va - vb) else None})
+        return StageDiff(
+            name, a.kind, ok, {"golden": va, "new": vb, "abs_diff": abs(va - vb) if math.isfinite(va - vb) else None}
+        )
     # tensor / audio
     if a.value is None or b.value is None:
         if a.summary.get("hash") == b.summary.get("hash"):

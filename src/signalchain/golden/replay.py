@@ -27,7 +27,9 @@ _HINT = "pass --pipeline SPEC to say which code to re-run"
 
 
 def _refuse(spec: str, why: str) -> UsageError:
-    return UsageError(f"the golden's manifest names pipeline {spec!r}, which {why}; a golden is data, never code: {_HINT}")
+    return UsageError(
+        f"the golden's manifest names pipeline {spec!r}, which {why}; a golden is data, never code: {_HINT}"
+    )
 
 
 def _dotted(text: str) -> bool:

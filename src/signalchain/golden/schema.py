@@ -193,13 +193,18 @@ def parse_manifest(raw: bytes, mpath: Path) -> dict[str, Any]:
     try:
         obj = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
     except _DuplicateKey as exc:
-        raise GoldenFileError(f"{mpath}: is not valid JSON (key {str(exc)!r} appears twice in one object); "
-                              "the file is damaged or was edited") from None
+        raise GoldenFileError(
+            f"{mpath}: is not valid JSON (key {str(exc)!r} appears twice in one object); "
+            "the file is damaged or was edited"
+        ) from None
     except UnicodeError as exc:
-        raise GoldenFileError(f"{mpath}: is not valid JSON (not UTF-8: {exc}); the file is damaged or truncated") from None
+        raise GoldenFileError(
+            f"{mpath}: is not valid JSON (not UTF-8: {exc}); the file is damaged or truncated"
+        ) from None
     except RecursionError:
-        raise GoldenFileError(f"{mpath}: is not valid JSON (nested too deeply to read); "
-                              "the file is damaged or crafted") from None
+        raise GoldenFileError(
+            f"{mpath}: is not valid JSON (nested too deeply to read); the file is damaged or crafted"
+        ) from None
     except ValueError as exc:  # JSONDecodeError, NaN/Infinity, an integer past Python's digit limit
         raise GoldenFileError(f"{mpath}: is not valid JSON ({exc}); the file is damaged or truncated") from None
     if not isinstance(obj, dict):

@@ -75,7 +75,9 @@ def _check_inline(st: StageEntry, where: str, mpath: Path) -> None:
             raise _bad(mpath, f"{where}.shape", f"text of {len(data)} strings is recorded as dtype {st.dtype!r}, "
                        f"shape {st.shape} (expected 'str', [{len(data)}])")
     elif st.kind == "scalar":
-        ok = (isinstance(data, (int, float)) and not isinstance(data, bool)) or (isinstance(data, str) and data in NONFINITE)
+        ok = (isinstance(data, (int, float)) and not isinstance(data, bool)) or (
+            isinstance(data, str) and data in NONFINITE
+        )
         if not ok:
             raise _bad(mpath, f"{where}.value.data", f"a scalar stage holds a number (or 'nan', 'inf', '-inf'); "
                        f"got {data!r:.40}")
@@ -85,8 +87,12 @@ def _check_inline(st: StageEntry, where: str, mpath: Path) -> None:
             raise _bad(mpath, f"{where}.summary.value", f"{st.summary.get('value')!r:.40} is not the stored "
                        f"value {data!r:.40}")
     else:  # json: what a tap of something that is neither text nor a number records
-        if isinstance(data, (str, int, float)) or (isinstance(data, list) and data and all(isinstance(t, str) for t in data)):
-            raise _bad(mpath, f"{where}.kind", f"a {type(data).__name__} value is recorded as text or a scalar, not json")
+        if isinstance(data, (str, int, float)) or (
+            isinstance(data, list) and data and all(isinstance(t, str) for t in data)
+        ):
+            raise _bad(
+                mpath, f"{where}.kind", f"a {type(data).__name__} value is recorded as text or a scalar, not json"
+            )
         expected = [len(data)] if isinstance(data, list) else []
         if st.shape != expected:
             raise _bad(mpath, f"{where}.shape", f"recorded {st.shape}, but the stored JSON has shape {expected}")

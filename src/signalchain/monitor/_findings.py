@@ -32,7 +32,9 @@ def unlocated(step: int, what: str, reading: LossReading, norm: float, weights: 
                     f"values ({', '.join(weights[:4])}) and the loss could not be read", CHECK,
                     hint="run with Monitor(snapshot=True, scan_every=1) to replay the update that wrote them",
                     step=step, tensors=weights[:64])
-    shown = f"{reading.nonfinite} of {reading.elements} loss elements" if reading.elements > 1 else f"loss {reading.value}"
+    shown = (
+        f"{reading.nonfinite} of {reading.elements} loss elements" if reading.elements > 1 else f"loss {reading.value}"
+    )
     message = f"step {step}: the {what} is not finite ({shown}, gradient norm {norm})"
     if replay_error:
         message += f"; the replay that should locate it failed: {replay_error}"

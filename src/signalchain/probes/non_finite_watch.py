@@ -191,7 +191,9 @@ class NonFiniteWatch(Probe, TorchDispatchMode):
         info = self._info.get(func)
         if info is None:
             schema = func._schema
-            written = tuple(i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write)
+            written = tuple(
+                i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write
+            )
             info = (bool(getattr(func, "is_view", False)), written)
             self._info[func] = info
         return info

@@ -74,7 +74,8 @@ class Item:
 class Measure:
     """What decoding the audio showed. `problem` set: nothing else is meaningful."""
 
-    problem: str | None = None  # "missing[: why]", "unreadable: why", "empty: why", "not regular: why", "sample rate: why"
+    # "missing[: why]", "unreadable: why", "empty: why", "not regular: why", "sample rate: why"
+    problem: str | None = None
     sample_rate: int = 0
     channels: int = 0
     samples: int = 0

@@ -8,7 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ParamGrad", "GraphBreak", "GradientMeasurement", "UpdateMeasurement", "CurveMeasurement", "SweepMeasurement"]
+__all__ = [
+    "ParamGrad",
+    "GraphBreak",
+    "GradientMeasurement",
+    "UpdateMeasurement",
+    "CurveMeasurement",
+    "SweepMeasurement",
+]
 
 
 @dataclass

@@ -167,7 +167,8 @@ def generate(
     result = GenerationResult(codes=codes, frames_generated=frames, stopped=stopped, prompt_frames=P)
     if seen is not None:
         seen[:, :, ~to_sample] = float("nan")  # [K, S] mask over dims 2, 3: specials and prompt codes were not sampled
-        frame_logits = revert_delay_pattern(seen.flatten(0, 1)).unflatten(0, (seen.shape[0], B)).clone()  # [*, B, K, T, C]
+        frame_logits = revert_delay_pattern(seen.flatten(0, 1)).unflatten(0, (seen.shape[0], B)).clone()
+        # frame_logits: [*, B, K, T, C]
         if stopped:
             frame_logits[:, :, :, frames:] = float("nan")
         result.logits = frame_logits[0]

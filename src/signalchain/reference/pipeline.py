@@ -224,7 +224,9 @@ class ReferencePipeline(OutputRoute):
         """No loudness normalisation in the clean pipeline (MusicGen trains on audio as it is)."""
         return audio
 
-    def resample(self, audio: np.ndarray, lengths: np.ndarray, sr_in: int, sr_out: int) -> tuple[np.ndarray, np.ndarray]:
+    def resample(
+        self, audio: np.ndarray, lengths: np.ndarray, sr_in: int, sr_out: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         return prep.resample(audio, lengths, sr_in, sr_out)
 
     def to_mono(self, audio: np.ndarray) -> np.ndarray:
@@ -272,7 +274,9 @@ class ReferencePipeline(OutputRoute):
     def loss_mask(self, padding: torch.Tensor, pattern_mask: torch.Tensor) -> torch.Tensor:
         return pattern_mask & padding[:, None, :]  # [B, K, F]
 
-    def compute_loss(self, logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def compute_loss(
+        self, logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         return masked_cross_entropy(logits, targets, mask)
 
     def step(self, model: MusicLM, batch: Batch, tap: Tap = _no_tap) -> StepOutput:
@@ -296,7 +300,9 @@ class ReferencePipeline(OutputRoute):
         return StepOutput(loss=loss, logits=logits, targets=targets, mask=mask,
                           extras={"per_codebook": per_codebook, "padding_mask": padding})
 
-    def train_step(self, model: MusicLM, optimizer: torch.optim.Optimizer, batch: Batch, tap: Tap = _no_tap) -> StepOutput:
+    def train_step(
+        self, model: MusicLM, optimizer: torch.optim.Optimizer, batch: Batch, tap: Tap = _no_tap
+    ) -> StepOutput:
         """One full update as the reference run does it: backward, unscale, clip, step, schedule."""
         model.train()
         out = self.step(model, batch, tap)

@@ -15,8 +15,17 @@ MAX_FILE_ROWS = 2000  # the JSON report holds every file; the page shows the fir
 
 
 def _splits(splits: dict[str, dict[str, Any]]) -> str:
-    rows = [[name, int(s.get("items", 0)), int(s.get("clips", 0)), f"{s.get('samples', 0):.0f}", f"{s.get('mean', 0):.4g}",
-             f"{s.get('std', 0):.4g}"] for name, s in splits.items()]
+    rows = [
+        [
+            name,
+            int(s.get("items", 0)),
+            int(s.get("clips", 0)),
+            f"{s.get('samples', 0):.0f}",
+            f"{s.get('mean', 0):.4g}",
+            f"{s.get('std', 0):.4g}",
+        ]
+        for name, s in splits.items()
+    ]
     return table(rows, ["split", "examples", "readable", "mono samples", "mean", "std"])
 
 
@@ -38,11 +47,28 @@ def _listen(clips: Sequence[dict[str, Any]]) -> str:
 
 
 def _files(files: Sequence[dict[str, Any]]) -> str:
-    rows = [[f["split"], f["path"], f.get("line") or "", f.get("problem") or "", f.get("seconds") or "",
-             f.get("sample_rate") or "", f.get("channels") or "", f.get("rms_dbfs") if f.get("rms_dbfs") is not None else "",
-             (f.get("caption") or "")[:120]] for f in files[:MAX_FILE_ROWS]]
-    more = f'<p class="muted">{len(files) - MAX_FILE_ROWS} more in the JSON report.</p>' if len(files) > MAX_FILE_ROWS else ""
-    return table(rows, ["split", "file", "line", "problem", "seconds", "rate", "channels", "RMS dBFS", "caption"]) + more
+    rows = [
+        [
+            f["split"],
+            f["path"],
+            f.get("line") or "",
+            f.get("problem") or "",
+            f.get("seconds") or "",
+            f.get("sample_rate") or "",
+            f.get("channels") or "",
+            f.get("rms_dbfs") if f.get("rms_dbfs") is not None else "",
+            (f.get("caption") or "")[:120],
+        ]
+        for f in files[:MAX_FILE_ROWS]
+    ]
+    more = (
+        f'<p class="muted">{len(files) - MAX_FILE_ROWS} more in the JSON report.</p>'
+        if len(files) > MAX_FILE_ROWS
+        else ""
+    )
+    return (
+        table(rows, ["split", "file", "line", "problem", "seconds", "rate", "channels", "RMS dBFS", "caption"]) + more
+    )
 
 
 def render_audit(findings: list[Finding], result: Any, listen: Sequence[dict[str, Any]] = ()) -> HtmlReport:

@@ -42,7 +42,9 @@ def describe_record(rec: StageRecord) -> str:
         return f"{s.get('count')} texts, {s.get('empty')} empty, {fmt(s.get('words_mean'), 3)} words on average"
     if rec.kind == "json":
         miss = s.get("missing") or {}
-        return f"{s.get('count')} records, keys {', '.join(s.get('keys', [])[:8])}" + (f"; missing {miss}" if miss else "")
+        return f"{s.get('count')} records, keys {', '.join(s.get('keys', [])[:8])}" + (
+            f"; missing {miss}" if miss else ""
+        )
     if rec.kind == "scalar":
         return f"value {fmt(s.get('value'), 6)}"
     if "true_fraction" in s:
@@ -72,7 +74,11 @@ def describe_diff(diff: StageDiff) -> str:
         return f"golden {fmt(d.get('golden'), 8)}, new {fmt(d.get('new'), 8)} (|Δ| {fmt(d.get('abs_diff'))})"
     if d.get("compared") == "summary":
         keys = [k for k in d if k != "compared"]
-        return "summary differs: " + ", ".join(f"{k} {fmt(d[k]['golden'])}→{fmt(d[k]['new'])}" for k in keys) if keys else "content hash changed"
+        return (
+            "summary differs: " + ", ".join(f"{k} {fmt(d[k]['golden'])}→{fmt(d[k]['new'])}" for k in keys)
+            if keys
+            else "content hash changed"
+        )
     parts = [f"{d.get('mismatches')} values differ ({fmt(100 * d.get('fraction', 0), 3)}%)"]
     if "first_index" in d:
         parts.append(f"first at {d['first_index']}: {fmt(d.get('golden_value'))} → {fmt(d.get('new_value'))}")

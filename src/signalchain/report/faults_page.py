@@ -20,11 +20,27 @@ def render_faults(score: dict[str, Any]) -> HtmlReport:
         rows.append([f"<code>{esc(f['name'])}</code>", esc(f["family"]), esc(f["cause"]),
                      esc(", ".join(f["expected_ids"])) + f' <span class="muted">@ {esc(f["expected_stage"])}</span>',
                      esc(", ".join(f.get("found_ids", [])) or "—"), ok(f.get("detected")), ok(f.get("localised"))])
-    report.section("Faults", table(rows, ["fault", "family", "cause", "expected", "found", "detected", "localised"], raw=True), "faults")
+    report.section(
+        "Faults",
+        table(rows, ["fault", "family", "cause", "expected", "found", "detected", "localised"], raw=True),
+        "faults",
+    )
     ctrl = score["control"]
-    crow = [[str(f.get("seed")), esc(f["severity"]), f"<code>{esc(f['id'])}</code>", esc(f.get("stage") or "—"), esc(f["message"])]
-            for f in ctrl["findings"]]
-    report.section(f"Clean control over seeds {ctrl['seeds']}",
-                   table(crow, ["seed", "severity", "id", "stage", "message"], raw=True) if crow else '<p class="ok">No findings on the clean pipeline.</p>',
-                   "control")
+    crow = [
+        [
+            str(f.get("seed")),
+            esc(f["severity"]),
+            f"<code>{esc(f['id'])}</code>",
+            esc(f.get("stage") or "—"),
+            esc(f["message"]),
+        ]
+        for f in ctrl["findings"]
+    ]
+    report.section(
+        f"Clean control over seeds {ctrl['seeds']}",
+        table(crow, ["seed", "severity", "id", "stage", "message"], raw=True)
+        if crow
+        else '<p class="ok">No findings on the clean pipeline.</p>',
+        "control",
+    )
     return report

@@ -66,9 +66,22 @@ def _examples_html(trace: Trace) -> str:
     dropped = trace.get("condition.dropped")
     cards = []
     for i in range(n):
-        cap = captions.value[i] if captions is not None and captions.value is not None and i < len(captions.value) else None
-        lines = [f'<div class="caption">“{esc(cap)}”</div>' if cap is not None else '<div class="muted">no caption stage</div>']
-        if meta is not None and isinstance(meta.value, list) and i < len(meta.value) and isinstance(meta.value[i], dict):
+        cap = (
+            captions.value[i]
+            if captions is not None and captions.value is not None and i < len(captions.value)
+            else None
+        )
+        lines = [
+            f'<div class="caption">“{esc(cap)}”</div>'
+            if cap is not None
+            else '<div class="muted">no caption stage</div>'
+        ]
+        if (
+            meta is not None
+            and isinstance(meta.value, list)
+            and i < len(meta.value)
+            and isinstance(meta.value[i], dict)
+        ):
             m = meta.value[i]
             keys = [k for k in ("source_id", "instrument", "key", "bpm", "genre", "moods") if k in m]
             lines.append('<div class="muted">' + " · ".join(f"{k}: {esc(m[k])}" for k in keys) + "</div>")
@@ -77,7 +90,12 @@ def _examples_html(trace: Trace) -> str:
             sr = crop.meta.get("sample_rate")
             secs = f" = {lo / sr:.2f}–{hi / sr:.2f} s" if sr else ""
             lines.append(f'<div class="muted">crop samples {lo}–{hi}{secs}</div>')
-        if dropped is not None and dropped.value is not None and i < len(dropped.value) and bool(np.asarray(dropped.value[i])):
+        if (
+            dropped is not None
+            and dropped.value is not None
+            and i < len(dropped.value)
+            and bool(np.asarray(dropped.value[i]))
+        ):
             lines.append('<div class="warning">condition dropped for this example (classifier-free dropout)</div>')
         players = []
         if heard is not None:
@@ -105,18 +123,32 @@ def stage_html(rec: StageRecord, max_examples: int = _MAX_EXAMPLES) -> str:
         batch = as_batch_audio(v)
         rows = []
         for i in range(min(batch.shape[0], max_examples)):
-            ex = rec.summary.get("audio", {}).get("examples", [{}])[i] if i < len(rec.summary.get("audio", {}).get("examples", [])) else {}
+            ex = (
+                rec.summary.get("audio", {}).get("examples", [{}])[i]
+                if i < len(rec.summary.get("audio", {}).get("examples", []))
+                else {}
+            )
             rows.append([str(i), fmt(ex.get("rms_dbfs"), 3), fmt(ex.get("peak"), 3), fmt(ex.get("dc"), 3),
                          fmt(ex.get("silence_fraction"), 3), fmt(ex.get("clipping_fraction"), 3),
                          fmt(ex.get("channel_correlation"), 3), fmt(ex.get("mono_energy_db"), 3),
                          _audio_of(rec, i)])
-        parts.append(table(rows, ["#", "RMS dBFS", "peak", "DC", "silent", "clipped", "ch corr", "mono/ch dB", "listen"], raw=True))
+        parts.append(
+            table(
+                rows, ["#", "RMS dBFS", "peak", "DC", "silent", "clipped", "ch corr", "mono/ch dB", "listen"], raw=True
+            )
+        )
         parts.append(image_tag(audio_figure(batch[0], rec.sample_rate, f"{rec.name} · example 0"), rec.name))
     elif rec.kind == "text":
         parts.append(table([[str(i), esc(t)] for i, t in enumerate(v)], ["#", "text"], raw=True))
     elif rec.kind == "json":
         items = v if isinstance(v, list) else [v]
-        parts.append(table([[str(i), f'<span class="mono">{esc(x)}</span>'] for i, x in enumerate(items[:max_examples])], ["#", "record"], raw=True))
+        parts.append(
+            table(
+                [[str(i), f'<span class="mono">{esc(x)}</span>'] for i, x in enumerate(items[:max_examples])],
+                ["#", "record"],
+                raw=True,
+            )
+        )
     elif rec.kind == "scalar":
         parts.append(f"<p><b>{esc(fmt(v, 8))}</b></p>")
     else:
@@ -124,7 +156,9 @@ def stage_html(rec: StageRecord, max_examples: int = _MAX_EXAMPLES) -> str:
         if arr.dtype == np.bool_ and arr.ndim >= 1:
             parts.append(image_tag(mask_figure(arr[0] if arr.ndim >= 2 else arr, f"{rec.name} · example 0"), rec.name))
         elif np.issubdtype(arr.dtype, np.integer) and arr.ndim == 3:
-            parts.append(image_tag(codes_figure(arr[0], f"{rec.name} · example 0", rec.meta.get("cardinality")), rec.name))
+            parts.append(
+                image_tag(codes_figure(arr[0], f"{rec.name} · example 0", rec.meta.get("cardinality")), rec.name)
+            )
         elif np.issubdtype(arr.dtype, np.integer) and arr.ndim <= 2 and arr.size <= 256:
             parts.append(f'<pre class="mono">{esc(np.array2string(arr, threshold=256))}</pre>')
         elif arr.size > 1:
@@ -142,7 +176,9 @@ def render_inspect(golden: Golden) -> HtmlReport:
         report.section("Recording problems", findings_table(trace.problems), "problems")
     overview = [[str(r.order), f'<a href="#stage-{esc(r.name)}">{esc(r.name)}</a>', esc(r.kind),
                  esc("×".join(map(str, r.shape)) or "—"), esc(describe_record(r))] for r in trace]
-    report.section("Stages in pipeline order", table(overview, ["#", "stage", "kind", "shape", "summary"], raw=True), "stages")
+    report.section(
+        "Stages in pipeline order", table(overview, ["#", "stage", "kind", "shape", "summary"], raw=True), "stages"
+    )
     report.section("Examples: each caption beside the audio it conditions", _examples_html(trace), "examples")
     for rec in trace:
         report.section(f"{rec.order} · {rec.name}", stage_html(rec), f"stage-{rec.name}")

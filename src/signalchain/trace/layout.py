@@ -208,7 +208,9 @@ def read_layout(trace: Any) -> StepView:
     if lshape:
         order = logits_order(lshape, b, k)
         if order is None:
-            v.problems.append(f"logits {list(lshape)} are not [B, K, T, V], [B*K, T, V] or [B, T, K, V] for B={b}, K={k}")
+            v.problems.append(
+                f"logits {list(lshape)} are not [B, K, T, V], [B*K, T, V] or [B, T, K, V] for B={b}, K={k}"
+            )
         else:
             v.orders["logits"] = order
             if order == "BKTV":

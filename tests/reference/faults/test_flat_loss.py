@@ -199,7 +199,9 @@ def test_loss_from_targets_does_not_depend_on_the_model() -> None:
     assert all(g is None for g in grads.values())
     clean = ReferencePipeline(SMALL)
     with torch.no_grad():
-        assert float(clean.step(clean.build_model(0), batch).loss) != float(clean.step(clean.build_model(1), batch).loss)
+        assert float(clean.step(clean.build_model(0), batch).loss) != float(
+            clean.step(clean.build_model(1), batch).loss
+        )
 
 
 # ---- 8. stale predictions ------------------------------------------------------------------------

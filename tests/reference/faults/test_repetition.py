@@ -186,9 +186,14 @@ def clean_generation(trained: tuple[Any, Any]) -> tuple[float, float, float]:
     ("top_p_restrictive", 0.9, 3, 0.9),
     ("excessive_guidance", 0.0, 20, 0.15),
 ])
-def test_low_diversity_sampling_repeats_and_ignores_the_seed(trained: tuple[Any, Any], clean_generation: tuple[float, float, float],
-                                                            name: str, min_repeat: float, max_distinct: float,
-                                                            min_agreement: float) -> None:
+def test_low_diversity_sampling_repeats_and_ignores_the_seed(
+    trained: tuple[Any, Any],
+    clean_generation: tuple[float, float, float],
+    name: str,
+    min_repeat: float,
+    max_distinct: float,
+    min_agreement: float,
+) -> None:
     a, b = _generate(name, trained, 0).codes, _generate(name, trained, 1).codes
     repeat, distinct = _diversity(a)
     agreement = float((a == b).float().mean())  # two seeds, same tokens: the sampler barely samples

@@ -63,7 +63,9 @@ def _render(p: ReferencePipeline, model: Any, folder: Path) -> tuple[Any, list[P
 
 
 @pytest.fixture(scope="module")
-def clean_render(clean: ReferencePipeline, model: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, list[Path]]:
+def clean_render(
+    clean: ReferencePipeline, model: Any, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Any, list[Path]]:
     return _render(clean, model, tmp_path_factory.mktemp("clean"))
 
 

@@ -12,7 +12,15 @@ torch.set_num_threads(1)
 
 NAMES = {"peak_normalise_silent_clips", "nan_blocks_in_float_wavs", "labels_all_ignored", "additive_attention_mask",
          "nan_weight_in_checkpoint"}
-FLOAT_STAGES = ["audio.original", "audio.resampled", "audio.mono", "audio.cropped", "condition.embedding", "logits", "loss"]
+FLOAT_STAGES = [
+    "audio.original",
+    "audio.resampled",
+    "audio.mono",
+    "audio.cropped",
+    "condition.embedding",
+    "logits",
+    "loss",
+]
 
 
 def test_every_fault_is_registered_with_ids_and_a_known_stage() -> None:

@@ -55,4 +55,6 @@ def test_do_sample_store_true_decodes_greedily(bed, golden) -> None:
 
 def test_guidance_scale_in_tenths(bed) -> None:
     p = bed.with_faults(["guidance_scale_in_tenths"])
-    assert p.generation_kwargs(None, 10)["guidance_scale"] == pytest.approx(10 * bed.generation_kwargs(None, 10)["guidance_scale"])
+    assert p.generation_kwargs(None, 10)["guidance_scale"] == pytest.approx(
+        10 * bed.generation_kwargs(None, 10)["guidance_scale"]
+    )

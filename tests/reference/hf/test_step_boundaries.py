@@ -52,7 +52,10 @@ def test_delay_pattern_stereo_formula_is_not_the_decoders_pattern(bed, golden, c
     t = trace(p, model, golden)
     codes = torch.from_numpy(np.asarray(t.value("tokens")))
     labels = np.asarray(t.value("targets"))  # [B, T + 1, K]
-    assert labels.shape[1] == codes.shape[-1] + 1 and np.asarray(clean_trace.value("targets")).shape[1] == codes.shape[-1] + 3
+    assert (
+        labels.shape[1] == codes.shape[-1] + 1
+        and np.asarray(clean_trace.value("targets")).shape[1] == codes.shape[-1] + 3
+    )
     for k in range(codes.shape[1]):  # codebook k sits at delay k // 2 ...
         assert np.array_equal(labels[0, k // 2 : k // 2 + 20, k], codes[0, k, :20].numpy())
     hf = delayed_codes(model.decoder, codes, p.pad_token_id)  # ... the decoder (and generate) put it at delay k

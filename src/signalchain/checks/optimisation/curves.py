@@ -18,12 +18,27 @@ CHECK = "checks.training"
 
 #: The five connections the overfit test proves (the method's list), and the findings that break each.
 CONNECTIONS: dict[str, tuple[str, ...]] = {
-    "targets contain learnable information": ("targets.random", "targets.constant", "targets.misaligned", "mask.empty",
-                                              "batch.size_mismatch", "shape.mismatch"),
+    "targets contain learnable information": (
+        "targets.random",
+        "targets.constant",
+        "targets.misaligned",
+        "mask.empty",
+        "batch.size_mismatch",
+        "shape.mismatch",
+    ),
     "the loss depends on the predictions": ("loss.independent_of_output", "loss.stale_predictions"),
-    "gradients reach trainable parameters": ("grad.missing", "grad.detached", "dtype.path_broken", "grad.zero",
-                                             "optim.param_frozen"),
-    "the optimiser updates those parameters": ("optim.step_skipped", "optim.param_not_in_optimizer", "amp.steps_skipped"),
+    "gradients reach trainable parameters": (
+        "grad.missing",
+        "grad.detached",
+        "dtype.path_broken",
+        "grad.zero",
+        "optim.param_frozen",
+    ),
+    "the optimiser updates those parameters": (
+        "optim.step_skipped",
+        "optim.param_not_in_optimizer",
+        "amp.steps_skipped",
+    ),
 }
 #: The learning rate is not a broken connection: the overfit is re-run at the sweep's best rate instead.
 RATE_IDS = ("optim.lr_too_small", "optim.lr_too_large")
@@ -62,7 +77,9 @@ def needs_refit(c: CurveMeasurement, prior: Sequence[Finding], sweep: SweepMeasu
     return float(best)
 
 
-def judge_overfit(c: CurveMeasurement, prior: Sequence[Finding], sweep: SweepMeasurement | None = None) -> list[Finding]:
+def judge_overfit(
+    c: CurveMeasurement, prior: Sequence[Finding], sweep: SweepMeasurement | None = None
+) -> list[Finding]:
     """The loss on one fixed batch must fall well below what token frequencies alone explain.
 
     When it does not: name the broken connection; with every connection intact, blame the learning
@@ -88,38 +105,86 @@ def judge_overfit(c: CurveMeasurement, prior: Sequence[Finding], sweep: SweepMea
     if broken:
         first = next(iter(broken.values()))[0]
         names = "; ".join(f"{n} ✗ ({', '.join(sorted({f.id for f in fs}))})" for n, fs in broken.items())
-        return [make("overfit.failed", "error", first.stage,
-                     f"one fixed batch does not overfit in {c.steps} steps (loss {drop}, needed ≤ {target:.3f}); broken: {names}",
-                     CHECK, hint=f"fix {first.id} at {first.stage} first: {first.hint}", **evidence)]
+        return [
+            make(
+                "overfit.failed",
+                "error",
+                first.stage,
+                f"one fixed batch does not overfit in {c.steps} steps (loss {drop}, needed ≤ {target:.3f}); "
+                f"broken: {names}",
+                CHECK,
+                hint=f"fix {first.id} at {first.stage} first: {first.hint}",
+                **evidence,
+            )
+        ]
     if not finite or not math.isfinite(end):
-        return [make("overfit.failed", "error", "loss", f"the loss became non-finite while overfitting one batch ({drop})",
-                     CHECK, hint="see the numerics family: find the first non-finite value", **evidence)]
+        return [
+            make(
+                "overfit.failed",
+                "error",
+                "loss",
+                f"the loss became non-finite while overfitting one batch ({drop})",
+                CHECK,
+                hint="see the numerics family: find the first non-finite value",
+                **evidence,
+            )
+        ]
     best = sweep_summary(sweep)["best_lr"] if sweep is not None else None
     refit = [x for x in c.best_lr_losses if math.isfinite(x)]
     if best is not None and sweep is not None and refit and min(refit[-5:]) <= target:
         # At the sweep's best rate the same batch does overfit: the model can, the rate is wrong.
         fid = "optim.lr_too_large" if sweep.configured > best else "optim.lr_too_small"
         evidence["best_lr_losses"] = c.best_lr_losses
-        return [make("overfit.failed", "error", "optimizer",
-                     f"one fixed batch does not overfit in {c.steps} steps at the configured learning rate "
-                     f"{sweep.configured:.3g} (loss {drop}, needed ≤ {target:.3f}), but at the sweep's best {best:.3g} "
-                     f"it reaches {min(refit[-5:]):.3f}", CHECK, hint=f"use a learning rate near {best:.2g}", **evidence),
-                make(fid, "warning", "optimizer",
-                     f"the configured learning rate {sweep.configured:.3g} does not fit one batch; {best:.3g} does",
-                     CHECK, hint=f"use a learning rate near {best:.2g}", **evidence)]
+        return [
+            make(
+                "overfit.failed",
+                "error",
+                "optimizer",
+                f"one fixed batch does not overfit in {c.steps} steps at the configured learning rate "
+                f"{sweep.configured:.3g} (loss {drop}, needed ≤ {target:.3f}), but at the sweep's best {best:.3g} "
+                f"it reaches {min(refit[-5:]):.3f}",
+                CHECK,
+                hint=f"use a learning rate near {best:.2g}",
+                **evidence,
+            ),
+            make(
+                fid,
+                "warning",
+                "optimizer",
+                f"the configured learning rate {sweep.configured:.3g} does not fit one batch; {best:.3g} does",
+                CHECK,
+                hint=f"use a learning rate near {best:.2g}",
+                **evidence,
+            ),
+        ]
     rate_note = ""
     if refit:
         evidence["best_lr_losses"] = c.best_lr_losses
         rate_note = f"; at the sweep's best learning rate {best:.3g} it still stops at {min(refit[-5:]):.3f}"
-    return [make("overfit.failed", "error", "model",
-                 f"one fixed batch does not overfit in {c.steps} steps (loss {drop}, needed ≤ {target:.3f}) although "
-                 f"targets, loss, gradients and updates are all connected{rate_note}", CHECK,
-                 hint="the model cannot represent even this tiny task: check its width/depth and that its context "
-                      "and condition reach the output", **evidence),
-            make("model.capacity", "warning", "model",
-                 f"with every connection intact the loss stops at {end:.3f} (unigram entropy "
-                 f"{floor:.3f} nats)" if floor is not None else f"with every connection intact the loss stops at {end:.3f}",
-                 CHECK, hint="increase capacity (dim, layers) or shorten the sequences, then overfit again", **evidence)]
+    return [
+        make(
+            "overfit.failed",
+            "error",
+            "model",
+            f"one fixed batch does not overfit in {c.steps} steps (loss {drop}, needed ≤ {target:.3f}) although "
+            f"targets, loss, gradients and updates are all connected{rate_note}",
+            CHECK,
+            hint="the model cannot represent even this tiny task: check its width/depth and that its context "
+            "and condition reach the output",
+            **evidence,
+        ),
+        make(
+            "model.capacity",
+            "warning",
+            "model",
+            f"with every connection intact the loss stops at {end:.3f} (unigram entropy {floor:.3f} nats)"
+            if floor is not None
+            else f"with every connection intact the loss stops at {end:.3f}",
+            CHECK,
+            hint="increase capacity (dim, layers) or shorten the sequences, then overfit again",
+            **evidence,
+        ),
+    ]
 
 
 def _rate_to_blame(c: CurveMeasurement, sweep: SweepMeasurement | None) -> str | None:
@@ -146,20 +211,37 @@ def judge_curve_stability(c: CurveMeasurement, sweep: SweepMeasurement | None = 
         rise = losses[1:] - best[:-1]
         i = int(np.argmax(rise))
         if rise[i] > max(1.0, 0.25 * best[i]):
-            out.append(make("loss.spike", "warning", stage,
-                            f"the loss jumps from {best[i]:.3f} to {losses[i + 1]:.3f} at step {i + 1} of {losses.size}"
-                            + (f"; {blame}" if blame else ""),
-                            CHECK, hint="lower the learning rate or add warm-up; log the gradient norm around the spike",
-                            step=i + 1, before=float(best[i]), after=float(losses[i + 1])))
+            out.append(
+                make(
+                    "loss.spike",
+                    "warning",
+                    stage,
+                    f"the loss jumps from {best[i]:.3f} to {losses[i + 1]:.3f} at step {i + 1} of {losses.size}"
+                    + (f"; {blame}" if blame else ""),
+                    CHECK,
+                    hint="lower the learning rate or add warm-up; log the gradient norm around the spike",
+                    step=i + 1,
+                    before=float(best[i]),
+                    after=float(losses[i + 1]),
+                )
+            )
     norms = np.array(c.grad_norms, dtype=float)
     if norms.size >= 3:
         head = float(np.median(norms[: max(2, norms.size // 5)]))
         if not np.isfinite(norms).all() or (head > 0 and float(norms.max()) > 100 * head):
             bad = "non-finite" if not np.isfinite(norms).all() else f"{float(norms.max()):.3g} (from {head:.3g})"
-            out.append(make("grad.exploding", "error", "optimizer" if blame else "grad",
-                            f"the total gradient norm grows to {bad} within {norms.size} steps" + (f"; {blame}" if blame else ""),
-                            CHECK, hint="lower the learning rate, clip gradients, and check for a schedule that "
-                                        "raises the rate", norms=norms.tolist()))
+            out.append(
+                make(
+                    "grad.exploding",
+                    "error",
+                    "optimizer" if blame else "grad",
+                    f"the total gradient norm grows to {bad} within {norms.size} steps"
+                    + (f"; {blame}" if blame else ""),
+                    CHECK,
+                    hint="lower the learning rate, clip gradients, and check for a schedule that raises the rate",
+                    norms=norms.tolist(),
+                )
+            )
     return out
 
 
@@ -169,9 +251,13 @@ def sweep_summary(s: SweepMeasurement) -> dict[str, float | None]:
     best = min(ok, key=lambda i: finals[i]) if ok else None
     diverge = next((s.lrs[i] for i in range(len(s.lrs)) if (best is None or i > best) and i not in ok), None)
     conf = s.lrs.index(s.configured) if s.configured in s.lrs else None
-    return {"best_lr": s.lrs[best] if best is not None else None, "best_loss": finals[best] if best is not None else None,
-            "diverge_lr": diverge, "configured_loss": finals[conf] if conf is not None else None,
-            "initial": s.initial}
+    return {
+        "best_lr": s.lrs[best] if best is not None else None,
+        "best_loss": finals[best] if best is not None else None,
+        "diverge_lr": diverge,
+        "configured_loss": finals[conf] if conf is not None else None,
+        "initial": s.initial,
+    }
 
 
 def judge_sweep(s: SweepMeasurement) -> list[Finding]:
@@ -185,17 +271,29 @@ def judge_sweep(s: SweepMeasurement) -> list[Finding]:
                      "no learning rate in the sweep lowered the loss: every one stalled or diverged", CHECK,
                      hint="the optimisation path may be broken; see the gradient findings", **ev)]
     gain_best = s.initial - float(summ["best_loss"] or s.initial)
-    gain_conf = s.initial - float(summ["configured_loss"]) if summ["configured_loss"] is not None and math.isfinite(summ["configured_loss"]) else -math.inf
+    gain_conf = (
+        s.initial - float(summ["configured_loss"])
+        if summ["configured_loss"] is not None and math.isfinite(summ["configured_loss"])
+        else -math.inf
+    )
     if diverge is not None and conf >= diverge:
         out.append(make("optim.lr_too_large", "error", "optimizer",
                         f"the configured learning rate {conf:.3g} is at or above the rate where the loss diverges "
                         f"({diverge:.3g}); the best in the sweep is {best:.3g}", CHECK,
                         hint=f"use about {best:.2g} (or up to {best * 3:.2g} with warm-up)", **ev))
     elif conf > 10 * best and gain_conf < 0.5 * gain_best:
-        out.append(make("optim.lr_too_large", "warning", "optimizer",
-                        f"the configured learning rate {conf:.3g} is {conf / best:.0f}× the best in the sweep ({best:.3g}) "
-                        f"and gains {gain_conf:.3f} nats against {gain_best:.3f}", CHECK,
-                        hint=f"try {best:.2g}", **ev))
+        out.append(
+            make(
+                "optim.lr_too_large",
+                "warning",
+                "optimizer",
+                f"the configured learning rate {conf:.3g} is {conf / best:.0f}× the best in the sweep ({best:.3g}) "
+                f"and gains {gain_conf:.3f} nats against {gain_best:.3f}",
+                CHECK,
+                hint=f"try {best:.2g}",
+                **ev,
+            )
+        )
     elif conf < best / 10 and gain_conf < 0.25 * gain_best:
         out.append(make("optim.lr_too_small", "error" if gain_conf < 0.05 * gain_best else "warning", "optimizer",
                         f"the configured learning rate {conf:.3g} is {best / conf:.0f}× below the best in the sweep "

@@ -28,9 +28,13 @@ def _modules(params: list[ParamGrad], limit: int = 6) -> list[str]:
 def _break_finding(brk: GraphBreak, lost: list[ParamGrad], fallback_stage: str) -> Finding:
     fid = "dtype.path_broken" if brk.kind in ("integer cast", "numpy round trip", "leaves torch") else "grad.detached"
     n = sum(q.numel for q in lost)
-    what = {"detach": f"`.{brk.op}()` detaches it", "no_grad": f"`{brk.op}` runs under torch.no_grad()",
-            "integer cast": f"`.{brk.op}()` casts it to an integer dtype", "numpy round trip": "it goes through numpy and back",
-            "leaves torch": f"`.{brk.op}()` takes it out of torch"}[brk.kind]
+    what = {
+        "detach": f"`.{brk.op}()` detaches it",
+        "no_grad": f"`{brk.op}` runs under torch.no_grad()",
+        "integer cast": f"`.{brk.op}()` casts it to an integer dtype",
+        "numpy round trip": "it goes through numpy and back",
+        "leaves torch": f"`.{brk.op}()` takes it out of torch",
+    }[brk.kind]
     return make(fid, "error", brk.stage or "grad",
                 f"the gradient path is cut at {brk.location}: {what}; {len(lost)} parameters ({n:,} values) in "
                 f"{', '.join(_modules(lost))} get no gradient", CHECK,
@@ -215,12 +219,19 @@ def _loss_without_graph(s: GradientStep) -> list[Finding]:
     if brk is not None:
         return [_break_finding(brk, s.trainable, lost)]
     fid = "grad.detached" if lost != "loss" or graph else "loss.independent_of_output"
-    return [make(fid, "error", lost,
-                 f"the loss has no autograd graph ({'not a tensor' if not r.loss_is_tensor else 'requires_grad is False'}); "
-                 f"the first model stage without a graph is {lost!r}", CHECK,
-                 hint="the loss must be computed from the model's outputs inside the graph; look for "
-                      "detach(), .item(), torch.no_grad() or a loss rebuilt from plain numbers",
-                 stage_requires_grad=r.stage_requires_grad)]
+    return [
+        make(
+            fid,
+            "error",
+            lost,
+            f"the loss has no autograd graph ({'not a tensor' if not r.loss_is_tensor else 'requires_grad is False'}); "
+            f"the first model stage without a graph is {lost!r}",
+            CHECK,
+            hint="the loss must be computed from the model's outputs inside the graph; look for "
+            "detach(), .item(), torch.no_grad() or a loss rebuilt from plain numbers",
+            stage_requires_grad=r.stage_requires_grad,
+        )
+    ]
 
 
 def _logits_do_not_reach_loss(s: GradientStep) -> list[Finding]:
@@ -319,11 +330,20 @@ def judge_update(u: UpdateMeasurement, trainable: set[str] | None = None) -> lis
                      params_with_grad_in_backward=sum(u.had_grad.values()))]
     if not moved:
         grads = sum(u.had_grad.values())
-        return [make("optim.step_skipped", "error", "optimizer",
-                     f"no parameter changed after {u.steps} updates ({grads} of {len(u.had_grad)} had a gradient)", CHECK,
-                     hint="optimizer.step() is never reached or has no effect: look for a skipped step (gradient "
-                          "accumulation, a scaler that sees inf every step, zero_grad before step, lr 0)",
-                     steps=u.steps, params_with_grad=grads, scales=u.scaler_scales)]
+        return [
+            make(
+                "optim.step_skipped",
+                "error",
+                "optimizer",
+                f"no parameter changed after {u.steps} updates ({grads} of {len(u.had_grad)} had a gradient)",
+                CHECK,
+                hint="optimizer.step() is never reached or has no effect: look for a skipped step (gradient "
+                "accumulation, a scaler that sees inf every step, zero_grad before step, lr 0)",
+                steps=u.steps,
+                params_with_grad=grads,
+                scales=u.scaler_scales,
+            )
+        ]
     stuck = [n for n in considered if u.changed.get(n, 0) == 0 and u.had_grad.get(n, False)]
     out: list[Finding] = []
     if stuck:

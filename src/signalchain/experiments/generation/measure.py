@@ -161,7 +161,9 @@ class _Session:
         is the slow part), with teacher-forced entropy and free-running output at checkpoints."""
         rep, b = self.report, self.b
         entropy, loss = _teacher_forced(self.ctx, self.model)
-        rep.checkpoints.append(Checkpoint(0, entropy, loss, [r for r in rep.runs if r.label in ("configured", "plain sampling")]))
+        rep.checkpoints.append(
+            Checkpoint(0, entropy, loss, [r for r in rep.runs if r.label in ("configured", "plain sampling")])
+        )
         marks = sorted({max(1, b.gen_train_steps // 2), b.gen_train_steps}) if b.gen_train_steps > 0 else []
         marks = marks if b.gen_sweep else marks[-1:]
         if not marks:

@@ -119,13 +119,25 @@ def locate(pipeline: Pipeline | None, model: torch.nn.Module, batch: Any, optimi
     if loss is not None and "loss" not in {s.name for s in stages.stages}:
         watched_tap("loss", torch.tensor(loss))  # a pipeline that does not tap its loss still gets it judged
     mask = out.mask if out is not None else None
-    stages.judge_masks(mask.detach().cpu().numpy().astype(bool) if isinstance(mask, torch.Tensor) and mask.dtype == torch.bool else None)
+    stages.judge_masks(
+        mask.detach().cpu().numpy().astype(bool)
+        if isinstance(mask, torch.Tensor) and mask.dtype == torch.bool
+        else None
+    )
     after = [n for n, q in model.named_parameters() if not bool(torch.isfinite(q.detach().sum(dtype=torch.float32)))] \
         if optimizer is not None else []
-    report = LocateMeasurement(events=watch.events, stages=stages.stages, loss=loss,
-                          loss_stage="loss" if loss is not None else None, grads_nonfinite=list(dict.fromkeys(grads_bad)),
-                          params_nonfinite_after=after, batch_nonfinite=scan_batch(batch), error=error, scaled=scaled,
-                          phases=sorted({e.phase for e in watch.events}))
+    report = LocateMeasurement(
+        events=watch.events,
+        stages=stages.stages,
+        loss=loss,
+        loss_stage="loss" if loss is not None else None,
+        grads_nonfinite=list(dict.fromkeys(grads_bad)),
+        params_nonfinite_after=after,
+        batch_nonfinite=scan_batch(batch),
+        error=error,
+        scaled=scaled,
+        phases=sorted({e.phase for e in watch.events}),
+    )
     _place(report)
     if scaled and grads_bad and loss is not None and np.isfinite(loss) and step is None:
         report.unscaled_grads_finite = _unscaled_probe(pipeline, model, batch, restore)
@@ -139,7 +151,9 @@ def _loss_value(out: Any) -> float | None:
     return as_float(out.loss, None)
 
 
-def _unscaled_probe(pipeline: Pipeline, model: torch.nn.Module, batch: Any, restore: Callable[[], None] | None) -> bool | None:
+def _unscaled_probe(
+    pipeline: Pipeline, model: torch.nn.Module, batch: Any, restore: Callable[[], None] | None
+) -> bool | None:
     """The same forward and backward at scale 1: are the gradients themselves finite?"""
     if restore is not None:
         restore()

@@ -41,7 +41,9 @@ def measure_numerics(ctx: Context) -> NumericsMeasurement:
     model = ctx.fresh_model()
     optimizer = p.build_optimizer(model)
     scaler = getattr(p, "scaler", None)
-    report = NumericsMeasurement(before=scan_state(model, optimizer, 0), after=None, updates=0, losses=[], grad_norms=[])
+    report = NumericsMeasurement(
+        before=scan_state(model, optimizer, 0), after=None, updates=0, losses=[], grad_norms=[]
+    )
     batch = ctx.batch()
     for k in range(ctx.budget.numerics_steps):
         snap = Snapshot.take(model, optimizer, scaler)

@@ -155,7 +155,9 @@ class _Values:
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             arr = np.asarray(float(value))
         else:
-            self.records.append(StageRecord(name, len(self.records), "json", "json", [], "cpu", {}, {}, jsonable(value)))
+            self.records.append(
+                StageRecord(name, len(self.records), "json", "json", [], "cpu", {}, {}, jsonable(value))
+            )
             return value
         kind = "scalar" if arr.ndim == 0 else "tensor"
         dtype = "float" if arr.dtype.kind == "f" else str(arr.dtype)

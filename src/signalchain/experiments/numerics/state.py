@@ -101,7 +101,11 @@ def scan_batch(batch: Any, path: str = "batch", depth: int = 0) -> list[str]:
     if isinstance(batch, float):
         return [] if math.isfinite(batch) else [path]
     if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
-        return [p for f in dataclasses.fields(batch) for p in scan_batch(getattr(batch, f.name), f"{path}.{f.name}", depth + 1)]
+        return [
+            p
+            for f in dataclasses.fields(batch)
+            for p in scan_batch(getattr(batch, f.name), f"{path}.{f.name}", depth + 1)
+        ]
     if isinstance(batch, dict):
         return [p for k, v in batch.items() for p in scan_batch(v, f"{path}[{k!r}]", depth + 1)]
     if isinstance(batch, (list, tuple)):

@@ -24,7 +24,14 @@ def measure_predictions(ctx: Context, model: torch.nn.Module) -> dict[str, Any]:
         seed_everything(ctx.seed)
         with record(stages={"tokens", "logits"}) as t, torch.no_grad():
             out = as_step_output(p.step(model, batch, tap))
-        logits = t["logits"].summary["hash"] if "logits" in t else (
-            hashlib.sha256(out.logits.detach().cpu().numpy().tobytes()).hexdigest() if isinstance(out.logits, torch.Tensor) else None)
+        logits = (
+            t["logits"].summary["hash"]
+            if "logits" in t
+            else (
+                hashlib.sha256(out.logits.detach().cpu().numpy().tobytes()).hexdigest()
+                if isinstance(out.logits, torch.Tensor)
+                else None
+            )
+        )
         hashes.append({"tokens": t["tokens"].summary["hash"] if "tokens" in t else None, "logits": logits})
     return {"golden": hashes[0], "other": hashes[1]}

@@ -56,6 +56,13 @@ def measure_update(ctx: Context) -> UpdateMeasurement:
             ref = float(before[n].norm())
             changed[n] = d / ref if ref > 0 else d
             layer.setdefault(n.rsplit(".", 1)[0], []).append(changed[n])
-    return UpdateMeasurement(steps=ctx.budget.update_steps, changed=changed, had_grad=had_grad, configured_lr=configured,
-                        effective_lr=effective, scaler_scales=scales, at_step=at_step,
-                        layer_ratio={k: max(v) for k, v in layer.items()})
+    return UpdateMeasurement(
+        steps=ctx.budget.update_steps,
+        changed=changed,
+        had_grad=had_grad,
+        configured_lr=configured,
+        effective_lr=effective,
+        scaler_scales=scales,
+        at_step=at_step,
+        layer_ratio={k: max(v) for k, v in layer.items()},
+    )

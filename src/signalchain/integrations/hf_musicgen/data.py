@@ -89,8 +89,10 @@ def examples_from_dataset(dataset: Any, audio_column: str = "audio", caption_col
     for i, row in enumerate(dataset):
         audio = row.get(audio_column)
         if not isinstance(audio, Mapping) or "array" not in audio or "sampling_rate" not in audio:
-            raise UsageError(f"row {i}: column {audio_column!r} is not an HF Audio value ({{'array', 'sampling_rate'}}); "
-                             f"columns: {sorted(row)}")
+            raise UsageError(
+                f"row {i}: column {audio_column!r} is not an HF Audio value ({{'array', 'sampling_rate'}}); "
+                f"columns: {sorted(row)}"
+            )
         array = np.asarray(to_numpy(audio["array"]), dtype=np.float32)
         array = array[None] if array.ndim == 1 else array
         meta = {k: v for k, v in row.items() if k != audio_column and isinstance(v, (str, int, float, bool))}

@@ -111,7 +111,9 @@ class HFMusicgenPipeline(HFGeneration):
     def _examples(self, data: Any, caption_column: str | None, valid_every: int) -> list[Example]:
         if data is None:
             raise ValueError("HFMusicgenPipeline needs data: a folder, a manifest, a datasets.Dataset or clips")
-        if isinstance(data, (str, Path)) or (isinstance(data, (list, tuple)) and data and isinstance(data[0], (str, Path))):
+        if isinstance(data, (str, Path)) or (
+            isinstance(data, (list, tuple)) and data and isinstance(data[0], (str, Path))
+        ):
             examples, self.data_problems = read_examples(data)
         elif hasattr(data, "column_names") or (hasattr(data, "keys") and hasattr(data, "values")):
             examples = examples_from_dataset(data, caption_column=caption_column)

@@ -200,7 +200,9 @@ def _mask_all_padding(p: ReferencePipeline) -> None:
 @fault("loss_from_targets", "flat_loss", "the model output does not influence the selected loss",
        SECTION, ["loss.independent_of_output"], "loss", symptom="flat-loss")
 def _loss_from_targets(p: ReferencePipeline) -> None:
-    def compute_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def compute_loss(
+        logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         # Bug: a refactor computes the loss from a one-hot of the targets instead of the logits
         # (two variables swapped). backward() then complained that the loss needs no gradient, and
         # someone "fixed" that with requires_grad_(): the loss is now a constant cut off from the model.

@@ -47,8 +47,15 @@ STALL_FACTOR = 8.0
 log = logging.getLogger(__name__)
 
 
-@fault("slow_clip_reads", FAMILY, "waiting for data: every clip is fetched and decoded, twice, inside the training loop",
-       SECTION, ["perf.data_bound"], "loader", symptom="slow")
+@fault(
+    "slow_clip_reads",
+    FAMILY,
+    "waiting for data: every clip is fetched and decoded, twice, inside the training loop",
+    SECTION,
+    ["perf.data_bound"],
+    "loader",
+    symptom="slow",
+)
 def _slow_clip_reads(p: ReferencePipeline) -> None:
     def read(index: int, data_seed: int) -> Clip:
         time.sleep(READ_LATENCY_S)  # a blocking request to remote storage

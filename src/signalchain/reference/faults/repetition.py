@@ -89,8 +89,15 @@ def _short_context_crops(p: ReferencePipeline) -> None:
     p.cfg.segment_seconds = 0.3
 
 
-@fault("positions_ignored", TRAINING, "weak structural supervision: the model gets no signal of where it is in the piece",
-       SECTION, ["generation.repetitive"], "model", symptom="repetitive")
+@fault(
+    "positions_ignored",
+    TRAINING,
+    "weak structural supervision: the model gets no signal of where it is in the piece",
+    SECTION,
+    ["generation.repetitive"],
+    "model",
+    symptom="repetitive",
+)
 def _positions_ignored(p: ReferencePipeline) -> None:
     build_model = p.build_model
 
@@ -109,8 +116,15 @@ def _positions_ignored(p: ReferencePipeline) -> None:
     p.build_model = build  # type: ignore[method-assign]
 
 
-@fault("ostinato_dominated_data", TRAINING, "a model that mainly learns common local loops: the data are mostly one loop",
-       SECTION, ["generation.repetitive"], "loader", symptom="repetitive")
+@fault(
+    "ostinato_dominated_data",
+    TRAINING,
+    "a model that mainly learns common local loops: the data are mostly one loop",
+    SECTION,
+    ["generation.repetitive"],
+    "loader",
+    symptom="repetitive",
+)
 def _ostinato_dominated_data(p: ReferencePipeline) -> None:
     clip = p.clip
     cache: dict[tuple[int, int], Clip] = {}

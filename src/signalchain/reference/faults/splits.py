@@ -116,8 +116,15 @@ def _split_exact_duplicates(p: ReferencePipeline) -> None:
     _replace_clips(p, reupload)
 
 
-@fault("split_near_duplicates", FAMILY, "near-duplicate clusters: the same clip re-gained, shifted, noised or resampled",
-       SECTION, ["split.near_duplicate"], "split", symptom="too-good-validation")
+@fault(
+    "split_near_duplicates",
+    FAMILY,
+    "near-duplicate clusters: the same clip re-gained, shifted, noised or resampled",
+    SECTION,
+    ["split.near_duplicate"],
+    "split",
+    symptom="too-good-validation",
+)
 def _split_near_duplicates(p: ReferencePipeline) -> None:
     def variant(clean: ClipFn, index: int, seed: int) -> Clip | None:
         j = _leaked_row(p, index)
@@ -146,8 +153,15 @@ def _split_near_duplicates(p: ReferencePipeline) -> None:
     _replace_clips(p, variant)
 
 
-@fault("split_overlapping_windows", FAMILY, "overlapping windows: a long recording cut into overlapping windows before splitting",
-       SECTION, ["split.overlapping_windows"], "split", symptom="too-good-validation")
+@fault(
+    "split_overlapping_windows",
+    FAMILY,
+    "overlapping windows: a long recording cut into overlapping windows before splitting",
+    SECTION,
+    ["split.overlapping_windows"],
+    "split",
+    symptom="too-good-validation",
+)
 def _split_overlapping_windows(p: ReferencePipeline) -> None:
     window_s, hop_s, per_source = 3.0, 1.5, 3  # 6 s recordings -> windows at 0, 1.5 and 3 s
     sources: dict[tuple[int, int], Clip] = {}

@@ -45,8 +45,15 @@ def _caption_max_length_from_duration(p: HFBedPipeline) -> None:
 
 # ---- 4. condition dropout removes it more often than intended -----------------------------------------
 
-@fault("dropout_rate_in_percent", "conditioning", "condition dropout removes the caption far more often than configured",
-       SECTION, ["condition.dropout_rate", "caption.empty"], "condition.dropped", symptom="ignores-caption")
+@fault(
+    "dropout_rate_in_percent",
+    "conditioning",
+    "condition dropout removes the caption far more often than configured",
+    SECTION,
+    ["condition.dropout_rate", "caption.empty"],
+    "condition.dropped",
+    symptom="ignores-caption",
+)
 def _dropout_rate_in_percent(p: HFBedPipeline) -> None:
     # Bug: the config gives the classifier-free dropout in percent (`caption_dropout: 10`, as the
     # run sheet does) and the code compares `rng.random() < 10`: always true, every caption of every
@@ -83,8 +90,15 @@ def _text_encoder_under_no_grad(p: HFBedPipeline) -> None:
     p.forward = forward  # type: ignore[method-assign]
 
 
-@fault("text_encoder_not_in_optimizer", "conditioning", "the condition encoder is never updated (absent from the optimiser)",
-       SECTION, ["optim.param_not_in_optimizer"], "optimizer", symptom="ignores-caption")
+@fault(
+    "text_encoder_not_in_optimizer",
+    "conditioning",
+    "the condition encoder is never updated (absent from the optimiser)",
+    SECTION,
+    ["optim.param_not_in_optimizer"],
+    "optimizer",
+    symptom="ignores-caption",
+)
 def _text_encoder_not_in_optimizer(p: HFBedPipeline) -> None:
     def param_groups(model: Any) -> list[dict[str, Any]]:
         # Bug: `AdamW(model.decoder.parameters(), lr=...)`, as most MusicGen fine-tuning snippets

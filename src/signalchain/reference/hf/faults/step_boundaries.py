@@ -36,8 +36,15 @@ def _labels_bkt_reshaped(p: HFBedPipeline) -> None:
     p.make_labels = make_labels  # type: ignore[method-assign]
 
 
-@fault("delay_pattern_stereo_formula", "step_boundaries", "the delay pattern is built for the wrong number of codebooks",
-       SECTION, ["targets.misaligned"], "targets", symptom=None)
+@fault(
+    "delay_pattern_stereo_formula",
+    "step_boundaries",
+    "the delay pattern is built for the wrong number of codebooks",
+    SECTION,
+    ["targets.misaligned"],
+    "targets",
+    symptom=None,
+)
 def _delay_pattern_stereo_formula(p: HFBedPipeline) -> None:
     channels = 2
 
@@ -101,7 +108,9 @@ def _decoder_inputs_fixed_length(p: HFBedPipeline) -> None:
         # aligns them from the right (`lm_logits[:, :, -labels.shape[1]:]`): the loss compares the
         # predictions at positions 25-127 (mostly after the inputs' padding) with targets 0-102.
         inputs = hf_decoder_inputs(model, labels)
-        inputs = torch.nn.functional.pad(inputs, (0, columns - inputs.shape[-1]), value=model.config.decoder.pad_token_id)
+        inputs = torch.nn.functional.pad(
+            inputs, (0, columns - inputs.shape[-1]), value=model.config.decoder.pad_token_id
+        )
         return model(input_ids=ids, attention_mask=mask, decoder_input_ids=inputs, labels=labels)
 
     p.forward = forward  # type: ignore[method-assign]
