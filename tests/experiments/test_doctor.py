@@ -36,7 +36,9 @@ def test_detectors_see_the_same_through_a_protocol_view():
     raw = ReferencePipeline(RefConfig(batch_size=4), faults=["mask_all_padding"])
     direct = run_doctor(raw, families=["data"], budget="economy")
     viewed = run_doctor(ProtocolView(raw), families=["data"], budget="economy")
-    assert [(f.id, f.stage, f.message) for f in direct.findings] == [(f.id, f.stage, f.message) for f in viewed.findings]
+    assert [(f.id, f.stage, f.message) for f in direct.findings] == [
+        (f.id, f.stage, f.message) for f in viewed.findings
+    ]
     assert any(f.id == "mask.empty" for f in viewed.findings)
     with pytest.raises(AttributeError):
         _ = ProtocolView(raw).config

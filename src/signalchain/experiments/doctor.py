@@ -26,8 +26,25 @@ from ..trace import Trace
 from ._crash import crash_finding
 from .context import BUDGETS, Budget, Context, Knob, declare_knobs
 
-__all__ = ["Family", "FAMILIES", "SYMPTOMS", "DoctorResult", "Judge", "Step", "FAMILY", "PRIOR", "SELF",
-           "check_name", "family_order", "ordered_steps", "judge", "register", "run_doctor", "run_family", "select_families"]
+__all__ = [
+    "Family",
+    "FAMILIES",
+    "SYMPTOMS",
+    "DoctorResult",
+    "Judge",
+    "Step",
+    "FAMILY",
+    "PRIOR",
+    "SELF",
+    "check_name",
+    "family_order",
+    "ordered_steps",
+    "judge",
+    "register",
+    "run_doctor",
+    "run_family",
+    "select_families",
+]
 
 
 class _Input:

@@ -61,8 +61,10 @@ def strip_audio(metrics: dict[str, Any]) -> dict[str, Any]:
 
 def render_doctor(findings: list[Finding], metrics: dict[str, Any], families: list[str], unavailable: list[str],
                   timings: dict[str, float], title: str) -> HtmlReport:
-    report = HtmlReport(f"signalchain doctor · {title}",
-                        f"families: {', '.join(families)}" + (f" · not available: {', '.join(unavailable)}" if unavailable else ""))
+    report = HtmlReport(
+        f"signalchain doctor · {title}",
+        f"families: {', '.join(families)}" + (f" · not available: {', '.join(unavailable)}" if unavailable else ""),
+    )
     report.section("Findings", findings_table(findings), "findings")
     generic: dict[str, list[str]] = {}
     for key, m in metrics.items():

@@ -100,24 +100,66 @@ def _sensitive(ctx: Context) -> bool:
 DATA = "conditioning.data"
 SENS = "conditioning.sensitivity"
 
-register(Family("conditioning", "Conditioning path: metadata, pairing, tokens, dropout, encoder, fusion, gradients, guidance",
-                after=("precision",), knobs=KNOBS, steps=(
-    Step("data", say="conditioning: captions, metadata, tokens, dropout", measure=measure_condition_data,
-         isolated=False, judges=(no_caption,), stop=lambda data: not data.batches),
-    Step("captions", reads=(DATA,), judges=tuple(judge(c, DATA) for c in CAPTION_CHECKS), show=_show_golden),
-    Step("loader", needs=("loader",), needed_by="checks.conditioning (dropout rate, pairing, relationship)"),
-    Step("relationship", measure=_relationship, reads=(DATA,), empty_ok=True,
-         judges=(judge(judge_relationship, DATA, SELF), judge(judge_collapse, DATA, FAMILY)),
-         show=_show_relationship),
-    Step("sensitivity", needs=("with_captions",), needed_by="checks.conditioning (fusion, guidance)",
-         say="conditioning: does the model use the caption", measure=measure_sensitivity, isolated=False),
-    Step("suspicion", when=_silent, needs=("with_captions",), measure=_suspicion, timing=SENS, isolated=False),
-    Step("fusion", needs=("with_captions",), reads=(SENS,), show=_show_sensitivity,
-         judges=(judge(judge_sensitivity, SELF, FAMILY, "conditioning.suspicion"),)),
-    Step("grads", needs=("condition_parameters",), needed_by="checks.conditioning.judge_condition_grads",
-         say="conditioning: gradient reach", measure=measure_condition_grads, isolated=False,
-         judges=(judge(judge_condition_grads, SELF, FAMILY),)),
-    Step("generate", needs=("generate",), needed_by="checks.conditioning.judge_guidance"),
-    Step("guidance", when=_sensitive, needs=("generate",), say="conditioning: guidance at generation",
-         measure=measure_guidance, isolated=False, judges=(judge(judge_guidance, SELF, SENS),)),
-)))
+register(
+    Family(
+        "conditioning",
+        "Conditioning path: metadata, pairing, tokens, dropout, encoder, fusion, gradients, guidance",
+        after=("precision",),
+        knobs=KNOBS,
+        steps=(
+            Step(
+                "data",
+                say="conditioning: captions, metadata, tokens, dropout",
+                measure=measure_condition_data,
+                isolated=False,
+                judges=(no_caption,),
+                stop=lambda data: not data.batches,
+            ),
+            Step("captions", reads=(DATA,), judges=tuple(judge(c, DATA) for c in CAPTION_CHECKS), show=_show_golden),
+            Step("loader", needs=("loader",), needed_by="checks.conditioning (dropout rate, pairing, relationship)"),
+            Step(
+                "relationship",
+                measure=_relationship,
+                reads=(DATA,),
+                empty_ok=True,
+                judges=(judge(judge_relationship, DATA, SELF), judge(judge_collapse, DATA, FAMILY)),
+                show=_show_relationship,
+            ),
+            Step(
+                "sensitivity",
+                needs=("with_captions",),
+                needed_by="checks.conditioning (fusion, guidance)",
+                say="conditioning: does the model use the caption",
+                measure=measure_sensitivity,
+                isolated=False,
+            ),
+            Step("suspicion", when=_silent, needs=("with_captions",), measure=_suspicion, timing=SENS, isolated=False),
+            Step(
+                "fusion",
+                needs=("with_captions",),
+                reads=(SENS,),
+                show=_show_sensitivity,
+                judges=(judge(judge_sensitivity, SELF, FAMILY, "conditioning.suspicion"),),
+            ),
+            Step(
+                "grads",
+                needs=("condition_parameters",),
+                needed_by="checks.conditioning.judge_condition_grads",
+                say="conditioning: gradient reach",
+                measure=measure_condition_grads,
+                isolated=False,
+                judges=(judge(judge_condition_grads, SELF, FAMILY),),
+            ),
+            Step("generate", needs=("generate",), needed_by="checks.conditioning.judge_guidance"),
+            Step(
+                "guidance",
+                when=_sensitive,
+                needs=("generate",),
+                say="conditioning: guidance at generation",
+                measure=measure_guidance,
+                isolated=False,
+                judges=(judge(judge_guidance, SELF, SENS),),
+            ),
+        ),
+    )
+)

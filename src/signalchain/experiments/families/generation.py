@@ -37,11 +37,22 @@ def _row(r: GenerationRun) -> list[Any]:
     s, f = r.stats, r.fit
     if r.error:
         return [r.label, r.error[:80]] + ["—"] * 10
-    return [r.label, "audio only" if r.audio_only else "ok", _num(float(np.mean(s.entropy)) if s else None), _num(s.ngram_repetition if s else None),
-            _num(s.longest_repeat if s else None), f"{s.loop_period} ({_num(s.loop_strength)})" if s else "—",
-            _num(f.top1 if f else None), _num(f.top1_expected if f else None, ".3f"),
-            _num(f.temperature if f else None), str(f.max_rank) if f else "—", _num(r.guidance),
-            f"{_num(a['self_similarity'])} / {a['loop_seconds']:.2f} s ({_num(a['loop_strength'])})" if (a := r.audio_loop) else "—"]
+    return [
+        r.label,
+        "audio only" if r.audio_only else "ok",
+        _num(float(np.mean(s.entropy)) if s else None),
+        _num(s.ngram_repetition if s else None),
+        _num(s.longest_repeat if s else None),
+        f"{s.loop_period} ({_num(s.loop_strength)})" if s else "—",
+        _num(f.top1 if f else None),
+        _num(f.top1_expected if f else None, ".3f"),
+        _num(f.temperature if f else None),
+        str(f.max_rank) if f else "—",
+        _num(r.guidance),
+        f"{_num(a['self_similarity'])} / {a['loop_seconds']:.2f} s ({_num(a['loop_strength'])})"
+        if (a := r.audio_loop)
+        else "—",
+    ]
 
 
 def _metrics(out: GenerationOutcome, side: str, text: str) -> dict[str, Figure]:
@@ -56,7 +67,9 @@ def _metrics(out: GenerationOutcome, side: str, text: str) -> dict[str, Figure]:
                             [_row(r) for r in rep.runs] + [_row(r) for c in rep.checkpoints[1:] for r in c.runs])
     if rep.checkpoints:
         steps = [c.step for c in rep.checkpoints]
-        series = {"teacher-forced entropy": [steps, [c.teacher_forced_entropy or float("nan") for c in rep.checkpoints]]}
+        series = {
+            "teacher-forced entropy": [steps, [c.teacher_forced_entropy or float("nan") for c in rep.checkpoints]]
+        }
         for i, name in enumerate(("configured", "plain")):
             fits = [c.runs[i].fit if len(c.runs) > i else None for c in rep.checkpoints]
             series[f"surprisal of {name} picks"] = [steps, [f.surprisal if f else float("nan") for f in fits]]
@@ -79,13 +92,18 @@ def _metrics(out: GenerationOutcome, side: str, text: str) -> dict[str, Figure]:
         label, sample, example, audio, sr = out.copies[0]
         near = max(rep.nearest, key=lambda n: n.similarity)
         verdict_ = "a suspected copy" if near.similarity >= 0.9 else "not a copy (a copy scores ≥ 0.9)"
-        m["generation.nearest"] = Audio(f"Nearest training example beside the generated sample: "
-                                   f"similarity {near.similarity:.2f}, {verdict_}",
-                                   out.sample_rate,
-                                   [{"label": label, "audio": sample,
-                                              "note": f"similarity {near.similarity:.2f}"},
-                                             {"label": "nearest training example", "audio": resample(audio, sr, out.sample_rate, method="poly").astype(np.float32),
-                                              "note": example}])
+        m["generation.nearest"] = Audio(
+            f"Nearest training example beside the generated sample: similarity {near.similarity:.2f}, {verdict_}",
+            out.sample_rate,
+            [
+                {"label": label, "audio": sample, "note": f"similarity {near.similarity:.2f}"},
+                {
+                    "label": "nearest training example",
+                    "audio": resample(audio, sr, out.sample_rate, method="poly").astype(np.float32),
+                    "note": example,
+                },
+            ],
+        )
     return m
 
 

@@ -50,7 +50,9 @@ def _predictions(ctx: Context) -> Any:
     return measure_predictions(ctx, ctx.fresh_model())
 
 
-def _best_lr(ctx: Context, curve: CurveMeasurement, prior: list[Finding], sweep: SweepMeasurement | None) -> float | None:
+def _best_lr(
+    ctx: Context, curve: CurveMeasurement, prior: list[Finding], sweep: SweepMeasurement | None
+) -> float | None:
     """The sweep's best rate when every connection holds but the configured rate is far from it."""
     return needs_refit(curve, prior, sweep)
 
@@ -86,10 +88,20 @@ def _show_sweep(sweep: SweepMeasurement) -> dict[str, Figure]:
     if summary["diverge_lr"]:
         lines["diverges"] = summary["diverge_lr"]
     start = sweep.initial
-    out: dict[str, Figure] = {"lr_sweep": Curves(
-        "Learning-rate sweep (diverged runs above the top edge)",
-        {"loss after a few steps from the same start": [list(lrs), finals], "start": [[lrs[0], lrs[-1]], [start, start]]},
-        x_label="learning rate", y_label="loss", logx=True, vlines=lines, ylim=[0.0, 1.5 * start])}
+    out: dict[str, Figure] = {
+        "lr_sweep": Curves(
+            "Learning-rate sweep (diverged runs above the top edge)",
+            {
+                "loss after a few steps from the same start": [list(lrs), finals],
+                "start": [[lrs[0], lrs[-1]], [start, start]],
+            },
+            x_label="learning rate",
+            y_label="loss",
+            logx=True,
+            vlines=lines,
+            ylim=[0.0, 1.5 * start],
+        )
+    }
     if sweep.probe_losses:
         out["lr_sweep.probe"] = Curves(
             f"Probe above the best rate (lr {sweep.probe_lr:.3g})",

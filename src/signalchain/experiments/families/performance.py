@@ -40,12 +40,14 @@ def _metrics(rep: PerfMeasurement) -> dict[str, Figure]:
     if rep.waits:
         series["waiting for the batch"] = [xs[: len(rep.waits)], _ms(rep.waits)]
     out: dict[str, Figure] = {
-        "performance.timeline": Curves("Time of each update: waiting for data and computing", series,
-                                       x_label="update", y_label="ms", logy=True),
-        "performance.updates": Table(f"Timed updates ({rep.device})",
-                                     ["update", "wait for batch (ms)", "compute (ms)", "of which waiting for a CPU (ms)"],
-                                     [[i, _at(rep.waits, i), _at(rep.computes, i), _cpu_wait(rep, i)]
-                                      for i in range(len(rep.computes))]),
+        "performance.timeline": Curves(
+            "Time of each update: waiting for data and computing", series, x_label="update", y_label="ms", logy=True
+        ),
+        "performance.updates": Table(
+            f"Timed updates ({rep.device})",
+            ["update", "wait for batch (ms)", "compute (ms)", "of which waiting for a CPU (ms)"],
+            [[i, _at(rep.waits, i), _at(rep.computes, i), _cpu_wait(rep, i)] for i in range(len(rep.computes))],
+        ),
     }
     if rep.compute_delays:
         series["waiting for a CPU (other processes)"] = [xs, _ms([_cpu_wait(rep, i) / 1000 for i in xs])]

@@ -2,9 +2,10 @@
 
 Observes three things a pipeline shows: the split lists (`splits()`: ids, copies, near-copies,
 overlapping windows, other versions; records with audio, HF `Audio` dicts, rows naming their file,
-or metadata only, when only ids and captions can be judged), the loaders (`loader(split)`: what each split really serves),
-and the taps of one step (a standardisation whose statistics can be recovered and compared with
-each split's). The file audit (`signalchain audit`) runs the same judges on datasets on disk.
+or metadata only, when only ids and captions can be judged), the loaders (`loader(split)`: what
+each split really serves), and the taps of one step (a standardisation whose statistics can be
+recovered and compared with each split's). The file audit (`signalchain audit`) runs the same judges
+on datasets on disk.
 """
 
 from __future__ import annotations
@@ -121,9 +122,20 @@ def _norm_taps(ctx: Context) -> _NormTaps:
     try:
         return _NormTaps(model, _audio_taps(ctx.pipeline, ctx.batch(), model), [])
     except Exception as exc:  # the user's step failing is reported by the data family
-        return _NormTaps(model, [], [make("split.norm_unchecked", "info", None, f"the step raised {type(exc).__name__}: "
-                                          f"{exc}; normalisation statistics were not checked", CHECK,
-                                          hint="fix the step first")])
+        return _NormTaps(
+            model,
+            [],
+            [
+                make(
+                    "split.norm_unchecked",
+                    "info",
+                    None,
+                    f"the step raised {type(exc).__name__}: {exc}; normalisation statistics were not checked",
+                    CHECK,
+                    hint="fix the step first",
+                )
+            ],
+        )
 
 
 def norm_unchecked(seen: _NormTaps) -> list[Finding]:
@@ -157,15 +169,38 @@ def _both(ctx: Context, audit: ClipAudit, splits: dict[str, list[Any]]) -> tuple
     return audit, splits
 
 
-register(Family("splits", "Splits: evaluation data leaking into training (ids, copies, windows, versions, statistics, samplers)",
-                after=("output",), needs=("splits",), needed_by="experiments.splits", steps=(
-    Step("read", say="splits: reading splits()", measure=_read, isolated=False, empty_ok=True),
-    Step("audit", measure=_audit, reads=("splits.read",), isolated=False, judges=(audit_findings,)),
-    # Metadata-only records: audit_clips said so once; there is no audio to match.
-    Step("norm", when=_has_audio, measure=_norm_taps, isolated=False,
-         judges=(norm_unchecked, judge(judge_norm, SELF, "splits.audit"))),
-    Step("loaders", when=_has_audio, needs=("loader",), needed_by="experiments.splits.loaders",
-         say="splits: what the loaders serve", measure=_loaders, reads=("splits.audit", "splits.read", "splits.norm"),
-         isolated=False, judges=(loader_problems, judge_served)),
-    Step("sizes", measure=_both, reads=("splits.audit", "splits.read"), timing="", isolated=False, show=_metrics),
-)))
+register(
+    Family(
+        "splits",
+        "Splits: evaluation data leaking into training (ids, copies, windows, versions, statistics, samplers)",
+        after=("output",),
+        needs=("splits",),
+        needed_by="experiments.splits",
+        steps=(
+            Step("read", say="splits: reading splits()", measure=_read, isolated=False, empty_ok=True),
+            Step("audit", measure=_audit, reads=("splits.read",), isolated=False, judges=(audit_findings,)),
+            # Metadata-only records: audit_clips said so once; there is no audio to match.
+            Step(
+                "norm",
+                when=_has_audio,
+                measure=_norm_taps,
+                isolated=False,
+                judges=(norm_unchecked, judge(judge_norm, SELF, "splits.audit")),
+            ),
+            Step(
+                "loaders",
+                when=_has_audio,
+                needs=("loader",),
+                needed_by="experiments.splits.loaders",
+                say="splits: what the loaders serve",
+                measure=_loaders,
+                reads=("splits.audit", "splits.read", "splits.norm"),
+                isolated=False,
+                judges=(loader_problems, judge_served),
+            ),
+            Step(
+                "sizes", measure=_both, reads=("splits.audit", "splits.read"), timing="", isolated=False, show=_metrics
+            ),
+        ),
+    )
+)
