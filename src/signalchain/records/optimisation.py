@@ -1,6 +1,7 @@
 """Plain records of what optimisation experiments measured. Experiments fill them; checks judge them.
 
-They live with the checks (layer 3, judge side) so that checks never import experiments.
+They sit on the measurement plane (layer 1, no torch): experiments fill them, checks and reports
+read them, and neither side imports the other.
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ class CurveMeasurement:
     unigram_entropy: float | None = None
     regularisation: dict[str, int] = field(default_factory=dict)
     error: str | None = None
+    params_moved: bool | None = None  # any parameter differs after the run (None: not measured)
 
 
 @dataclass

@@ -11,8 +11,8 @@ from ...findings import Finding, Severity
 from ...records.optimisation import CurveMeasurement, SweepMeasurement
 from ..base import make
 
-__all__ = ["judge_overfit", "judge_curve_stability", "judge_sweep", "CONNECTIONS", "RATE_IDS", "sweep_summary",
-           "needs_refit", "overfit_target"]
+__all__ = ["judge_overfit", "judge_flat_loss", "judge_curve_stability", "judge_sweep", "CONNECTIONS", "RATE_IDS",
+           "sweep_summary", "needs_refit", "overfit_target", "FLAT_SHARE"]
 
 CHECK = "checks.training"
 
@@ -300,3 +300,32 @@ def judge_sweep(s: SweepMeasurement) -> list[Finding]:
                         f"({best:.3g}); in {len(s.losses[0]) - 1} steps it lowers the loss by {max(gain_conf, 0):.4f} "
                         f"nats against {gain_best:.3f}", CHECK, hint=f"raise it towards {best:.2g}", **ev))
     return out
+
+
+#: A loss that moves by less than this share of its size over a whole run has not moved at all
+#: (float32 rounding of an unchanged value is ~1e-7 of it).
+FLAT_SHARE = 1e-6
+
+
+def judge_flat_loss(c: CurveMeasurement) -> list[Finding]:
+    """The loss on one fixed batch stays exactly where it started for every update: nothing the update
+    does reaches the loss. Whether the parameters moved says which half of the path is cut."""
+    finite = [x for x in c.losses if math.isfinite(x)]
+    if c.error or len(finite) < 3 or len(finite) < len(c.losses):
+        return []
+    span = max(finite) - min(finite)
+    if span > FLAT_SHARE * max(1.0, abs(finite[0])):
+        return []
+    if c.params_moved:
+        why, hint = (", although the parameters changed: the loss does not read what the update moves",
+                     "look for a loss computed from a cached or detached tensor, or from the targets alone")
+    elif c.params_moved is False:
+        why, hint = (", and no parameter changed: no update reaches the model",
+                     "check that optimizer.step() runs, the learning rate is not zero and the trained "
+                     "parameters are the optimizer's")
+    else:
+        why, hint = "", "compare the parameters before and after one update"
+    return [make("loss.flat", "warning", "loss",
+                 f"the loss stayed at {finite[0]:.6g} for all {len(finite)} updates on the golden batch "
+                 f"(it moved by {span:.3g}){why}", CHECK, hint=hint,
+                 initial=finite[0], span=span, steps=len(finite), params_moved=c.params_moved)]

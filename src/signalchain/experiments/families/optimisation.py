@@ -7,6 +7,7 @@ from typing import Any
 
 from ...checks.optimisation.curves import (
     judge_curve_stability,
+    judge_flat_loss,
     judge_overfit,
     judge_sweep,
     needs_refit,
@@ -147,7 +148,7 @@ register(Family("optimisation", "Optimisation path: gradients, updates, stale pr
          judges=(judge_predictions,)),
     Step("lr_sweep", say="optimisation: learning-rate sweep", measure=measure_lr_sweep,
          judges=(judge_sweep,), show=_show_sweep),
-    Step("overfit", say="optimisation: overfit one batch", measure=measure_overfit),
+    Step("overfit", say="optimisation: overfit one batch", measure=measure_overfit, judges=(judge_flat_loss,)),
     Step("best_lr", when=_has_curve, measure=_best_lr, reads=("optimisation.overfit", PRIOR, "optimisation.lr_sweep"),
          timing=""),
     Step("overfit_best_lr", when=lambda ctx: ctx.result("optimisation.best_lr") is not None,

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 import numpy as np
+import torch
 
 from ..._tensor import as_float
 from ...checks._util import unigram_entropy
@@ -23,6 +24,7 @@ def measure_overfit(ctx: Context) -> CurveMeasurement:
     model = ctx.fresh_model()
     optimizer = p.build_optimizer(model)
     reg = regularisation_off(model, optimizer)
+    before = _fingerprint(model)
     losses: list[float] = []
     norms: list[float] = []
     clip: list[float] = []
@@ -55,10 +57,16 @@ def measure_overfit(ctx: Context) -> CurveMeasurement:
         m = view.mask if view.mask is not None else np.ones(view.targets.shape, bool)
         h = unigram_entropy(view.targets, m) if m.any() else None
     report = CurveMeasurement(losses=losses, grad_norms=norms, steps=len(losses), unigram_entropy=h,
-                         regularisation=reg, error=error, lrs=lrs)
+                              regularisation=reg, error=error, lrs=lrs, params_moved=_fingerprint(model) != before)
     if clip:
         report.regularisation["clip_max_norm"] = int(clip[0]) if clip[0].is_integer() else clip[0]  # type: ignore[assignment]
     return report
+
+
+def _fingerprint(model: torch.nn.Module) -> list[tuple[float, float]]:
+    """Per parameter (sum, sum of squares) in float64: a change anywhere changes it, at no memory cost."""
+    with torch.no_grad():
+        return [(float(q.double().sum()), float(q.double().square().sum())) for q in model.parameters()]
 
 
 def overfit_at(ctx: Context, lr: float) -> list[float]:
