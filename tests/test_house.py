@@ -27,14 +27,6 @@ HOOKS = {"register_forward_hook", "register_forward_pre_hook", "register_full_ba
          "register_step_post_hook", "register_hook", "register_module_forward_hook",
          "register_module_forward_pre_hook", "register_optimizer_step_pre_hook",
          "register_optimizer_step_post_hook"}
-#: (file, hook) pairs allowed outside probes/, each with why it stays.
-ALLOWED_HOOKS: dict[tuple[str, str], str] = {
-    # The Monitor is the user's own loop guard, not a probe of a step signalchain runs: it counts the
-    # optimizer's steps for as long as the user keeps it (removed by `Monitor.close`, checked by
-    # tests/monitor), and its hook is registered through `Monitor._guard` so a failure never breaks the
-    # user's loop. A probe would hold the same one handle behind the same guard; nothing is shared.
-    ("signalchain/monitor/monitor.py", "register_step_post_hook"),
-}
 FAMILY_CALLS = {"timed", "attempt", "run_check", "missing_capability"}
 
 
@@ -63,13 +55,12 @@ def test_no_probe_outside_probes() -> None:
         rel = path.relative_to(PKG).parts
         if rel[0] in ("probes", "reference"):
             continue
-        key = str(path.relative_to(SRC))
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef):
                 offending += [f"{_where(path, node)} subclasses {_base_name(b)}"
                               for b in node.bases if _base_name(b) in MODES]
             elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                  and node.func.attr in HOOKS and (key, node.func.attr) not in ALLOWED_HOOKS):
+                  and node.func.attr in HOOKS):
                 offending.append(f"{_where(path, node)} calls .{node.func.attr}(")
     assert not offending, "torch probes belong in signalchain/probes/:\n" + "\n".join(offending)
 
