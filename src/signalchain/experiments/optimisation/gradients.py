@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from ...pipeline import as_step_output
+from ...probes.grad_arrivals import GradArrivals
 from ...probes.graph_watch import GraphWatch
 from ...probes.module_calls import ModuleCalls
 from ...probes.tensors import flat_tensors
@@ -109,26 +110,11 @@ def measure_gradients(ctx: Context) -> GradientMeasurement:
             anchor, via = produced[ptr], "detached"
         else:
             depends = False if logits.requires_grad else None  # a leaf, or values of unknown origin
-    reached: list[float] = []
-    handle = None
-    if anchor is not None:
-        source = _producer(anchor)
-
-        def arrived(grad_outputs: tuple[Any, ...]) -> None:
-            for g in grad_outputs:
-                if isinstance(g, torch.Tensor):
-                    finite = g[torch.isfinite(g)]
-                    reached.append(float(finite.abs().max()) if finite.numel() else float("inf"))
-
-        handle = source.register_prehook(arrived)
-    try:
+    with GradArrivals(_producer(anchor) if anchor is not None else None).attached_to() as arrivals:
         if requires:
             loss.backward()
-    finally:
-        if handle is not None:
-            handle.remove()
     if anchor is not None:
-        depends = bool(reached) and max(reached) > 0
+        depends = bool(arrivals.reached) and max(arrivals.reached) > 0
     params = []
     for name, q in model.named_parameters():
         module = _module_of(name)
