@@ -26,7 +26,8 @@ HOOKS = {"register_forward_hook", "register_forward_pre_hook", "register_full_ba
          "register_full_backward_pre_hook", "register_backward_hook", "register_step_pre_hook",
          "register_step_post_hook", "register_hook", "register_module_forward_hook",
          "register_module_forward_pre_hook", "register_optimizer_step_pre_hook",
-         "register_optimizer_step_post_hook", "register_prehook"}
+         "register_optimizer_step_post_hook", "register_prehook",
+         "register_post_accumulate_grad_hook"}
 FAMILY_CALLS = {"timed", "attempt", "run_check", "missing_capability"}
 
 

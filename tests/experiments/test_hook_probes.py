@@ -1,4 +1,4 @@
-"""The hook probes moved out of the experiments: `EmbeddingInputs`, `ModuleCalls`, `StepGrads` and
+"""The hook probes moved out of the experiments: `EmbeddingInputs`, `ModuleCalls`, `StepGrads`, `NonFiniteGrads` and
 `StepCalls` record what they watch and leave no hook behind, even when the step raises."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from torch import nn
 
 from signalchain.probes.embedding_inputs import EmbeddingInputs
 from signalchain.probes.module_calls import ModuleCalls
+from signalchain.probes.non_finite_grads import NonFiniteGrads
 from signalchain.probes.step_calls import StepCalls
 from signalchain.probes.step_grads import StepGrads
 
@@ -79,3 +80,15 @@ def test_step_calls_counts_steps_until_closed() -> None:
     probe.close()
     opt.step()
     assert probe.count == 2 and seen == [1, 1] and _step_hooks(opt) == 0
+
+
+def test_non_finite_grads_names_the_parameter_and_unhooks() -> None:
+    model = _Tiny()
+    with NonFiniteGrads(model).attached_to() as grads:
+        (model(torch.tensor([[1]])).sum() * torch.tensor(float("inf"))).backward()
+    assert set(grads.bad) == {"emb.weight", "out.weight", "out.bias"}
+    model.zero_grad()
+    with NonFiniteGrads(model).attached_to() as grads:
+        model(torch.tensor([[1]])).sum().backward()
+    assert grads.bad == []
+    assert all(not q._post_accumulate_grad_hooks for q in model.parameters())
