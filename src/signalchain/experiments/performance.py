@@ -30,6 +30,7 @@ import torch
 
 from ..pipeline import capabilities
 from ..probes.host_reads import HostReads
+from ..probes.module_calls import ModuleCalls
 from ..records.performance import PerfMeasurement
 from .context import Context
 from .optimisation._train import update_step
@@ -126,25 +127,16 @@ def host_read_counts(ctx: Context, steps: int) -> HostReadCounts:
     device = _device(model)
     batch = ctx.batch()
     reads = HostReads(accelerator=device.type not in ("cpu", "meta"))
-    calls = [0]
-
-    def called(*_: Any) -> None:
-        calls[0] += 1
-
-    hooks = [m.register_forward_hook(called) for m in model.modules()]
     out = HostReadCounts()
-    try:
+    with ModuleCalls(model).attached_to() as calls:
         for _ in range(steps):
-            before, lib_before, calls[0] = reads.count, reads.library, 0
+            before, lib_before, calls.count = reads.count, reads.library, 0
             with reads.watch(optimizer):
                 update_step(p, model, optimizer, batch)
                 _sync(device)
             out.reads.append(reads.count - before)
             out.library.append(reads.library - lib_before)
-            out.calls.append(calls[0])
-    finally:
-        for h in hooks:
-            h.remove()
+            out.calls.append(calls.count)
     out.ops = dict(reads.ops.most_common())
     out.sites = dict(reads.sites.most_common(20))
     out.library_sites = dict(reads.library_sites.most_common(20))

@@ -49,6 +49,7 @@ from ..errors import SignalchainError
 from ..experiments.numerics.state import Snapshot, scan_state
 from ..experiments.optimisation._train import norm_of
 from ..findings import Finding, Severity, check_failed
+from ..probes.step_calls import StepCalls
 from ..records.numerics import LocateMeasurement
 from ._findings import unjudged, unlocated, unwritten
 from ._reading import LossReading, nonfinite_names, read_loss, safely, scaler_guards, visible
@@ -104,7 +105,7 @@ class Monitor:
         self._before: list[tuple[torch.Tensor, torch.Tensor]] | None = None  # (parameter, its value before)
         self._updated = True  # this step's update was meant to happen (check passed, scaler did not skip)
         self._stepped = 0  # optimizer.step() calls seen during this step
-        self._hook = None
+        self._hook: StepCalls | None = None
         if optimizer is not None and hasattr(optimizer, "register_step_post_hook"):
             self._guard(self._hook_optimizer)
         self._batch: Any = None
@@ -141,15 +142,15 @@ class Monitor:
     def close(self) -> None:
         """Stop counting the optimizer's steps (removes its hook)."""
         if self._hook is not None:
-            self._hook.remove()
+            self._hook.close()
             self._hook = None
 
     # ---- internals ------------------------------------------------------------------------------
 
     def _hook_optimizer(self) -> None:
-        self._hook = self.optimizer.register_step_post_hook(self._count_step)
+        self._hook = StepCalls(self.optimizer, on_step=self._count_step)
 
-    def _count_step(self, *_: Any) -> None:
+    def _count_step(self) -> None:
         self._stepped += 1
 
     def _guard(self, fn: Callable[..., None], *args: Any) -> None:

@@ -20,6 +20,7 @@ import torch
 from ...audio.features import log_mel
 from ...checks._util import as_bool_mask
 from ...pipeline import capabilities
+from ...probes.embedding_inputs import EmbeddingCall, EmbeddingInputs
 from ...records.generation import DataVariety, PositionProbe
 from ...stats import as_batch_audio
 from ...trace import record, tap
@@ -164,36 +165,34 @@ def measure_data_variety(ctx: Context, model: torch.nn.Module, batches: list[Any
     return variety, seen
 
 
+def _lookup(call: EmbeddingCall) -> dict[str, Any] | None:
+    """One embedding lookup summarised: its table, length, distinct ids, and whether it is constant
+    or ascending along the last axis (None for a scalar index, a lookup that never returned, or one
+    that cannot be read: a probe never breaks the step it watches)."""
+    try:
+        idx, output = call.ids, call.output
+        if output is None or idx.dim() == 0:
+            return None
+        flat = idx.reshape(-1, idx.shape[-1])  # [rows, L]: lookups along the last axis
+        vecs = output.reshape(-1, idx.shape[-1], output.shape[-1])  # [rows, L, D]
+        return {"module": call.name, "rows": int(call.module.num_embeddings),
+                "length": int(idx.shape[-1]), "distinct": int(flat[0].unique().numel()),
+                # the same row everywhere, asked for or returned (a clamp inside forward)
+                "constant": bool((flat == flat.reshape(-1)[0]).all()) or bool((vecs == vecs[:, :1]).all()),
+                "ascending": bool(idx.shape[-1] > 1 and (flat[:, 1:] > flat[:, :-1]).all())}
+    except Exception:
+        return None
+
+
 def probe_positions(ctx: Context, model: torch.nn.Module) -> PositionProbe:
     """Record the indices every embedding table is looked up with during one step on the golden batch."""
-    lookups: list[dict[str, Any]] = []
-    names = {m: n for n, m in model.named_modules()}
-
-    def hook(module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
-        try:
-            idx = args[0] if args else None
-            if not isinstance(idx, torch.Tensor) or idx.dim() == 0:
-                return
-            flat = idx.detach().reshape(-1, idx.shape[-1])  # [rows, L]: lookups along the last axis
-            vecs = output.detach().reshape(-1, idx.shape[-1], output.shape[-1])  # [rows, L, D]
-            lookups.append({"module": names.get(module, type(module).__name__), "rows": int(module.num_embeddings),
-                            "length": int(idx.shape[-1]), "distinct": int(flat[0].unique().numel()),
-                            # the same row everywhere, asked for or returned (a clamp inside forward)
-                            "constant": bool((flat == flat.reshape(-1)[0]).all())
-                            or bool((vecs == vecs[:, :1]).all()),
-                            "ascending": bool(idx.shape[-1] > 1 and (flat[:, 1:] > flat[:, :-1]).all())})
-        except Exception:  # a probe never breaks the step it watches
-            return
-
-    handles = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, torch.nn.Embedding)]
     error = None
-    try:
-        seed_everything(ctx.seed)
-        with torch.no_grad():
-            ctx.pipeline.step(model, ctx.batch(), lambda stage, value, /, **meta: value)
-    except Exception as exc:
-        error = f"{type(exc).__name__}: {exc}"
-    finally:
-        for h in handles:
-            h.remove()
+    with EmbeddingInputs(model, outputs=True).attached_to() as probe:
+        try:
+            seed_everything(ctx.seed)
+            with torch.no_grad():
+                ctx.pipeline.step(model, ctx.batch(), lambda stage, value, /, **meta: value)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+    lookups = [s for c in probe.calls if (s := _lookup(c)) is not None]
     return PositionProbe(lookups=lookups, error=error)

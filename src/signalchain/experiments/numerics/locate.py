@@ -20,6 +20,7 @@ import torch
 from ..._tensor import as_float
 from ...pipeline import Pipeline, as_step_output, capabilities
 from ...probes.frames import TORCH_DIR
+from ...probes.non_finite_grads import NonFiniteGrads
 from ...probes.non_finite_watch import NonFiniteWatch
 from ...probes.stage_watch import StageWatch
 from ...records.numerics import LocateMeasurement
@@ -85,36 +86,28 @@ def locate(pipeline: Pipeline | None, model: torch.nn.Module, batch: Any, optimi
     watch = NonFiniteWatch(state_names(model, optimizer), params=dict(model.named_parameters()))
     stages = StageWatch(lambda: "after backward" if watch.backward_seen else "forward")
     watched_tap = watch.tap_wrapper(tap, stages)
-    grads_bad: list[str] = []
-
-    def grad_hook(q: torch.Tensor, name: str) -> None:
-        with watch.ours():  # our check is not one of the step's ops
-            if q.grad is not None and not bool(torch.isfinite(q.grad.sum(dtype=torch.float32))):
-                grads_bad.append(name)
-
-    for name, q in model.named_parameters():
-        if q.requires_grad:  # removed with the watch's own hooks when `active` ends
-            watch.hook(q.register_post_accumulate_grad_hook(lambda q, name=name: grad_hook(q, name)))
     out: Any = None
     error = None
     scaled = optimizer is not None and getattr(pipeline, "scaler", None) is not None
-    try:
-        with watch.active(model):
-            if step is not None:  # a user's loop: its code taps through the global `tap`
-                with redirect(watched_tap):
-                    out = as_step_output(step(model, batch))
-                if isinstance(out.loss, torch.Tensor) and out.loss.requires_grad:
-                    out.loss.backward()
-                if optimizer is not None:
-                    optimizer.step()
-            elif optimizer is not None:
-                out = update_step(pipeline, model, optimizer, batch, watched_tap)
-            else:
-                out = forward_backward(pipeline, model, batch, watched_tap)
-    except Exception as exc:  # the step may refuse the bad value it made: keep what was seen before
-        error = _where(exc)
-    finally:
-        watch.remove_handles()  # also when `active` was never entered
+    with NonFiniteGrads(model, pause=watch.ours).attached_to() as grads:
+        try:
+            with watch.active(model):
+                if step is not None:  # a user's loop: its code taps through the global `tap`
+                    with redirect(watched_tap):
+                        out = as_step_output(step(model, batch))
+                    if isinstance(out.loss, torch.Tensor) and out.loss.requires_grad:
+                        out.loss.backward()
+                    if optimizer is not None:
+                        optimizer.step()
+                elif optimizer is not None:
+                    out = update_step(pipeline, model, optimizer, batch, watched_tap)
+                else:
+                    out = forward_backward(pipeline, model, batch, watched_tap)
+        except Exception as exc:  # the step may refuse the bad value it made: keep what was seen before
+            error = _where(exc)
+        finally:
+            watch.remove_handles()  # also when `active` was never entered
+    grads_bad = grads.bad
     loss = _loss_value(out)
     if loss is not None and "loss" not in {s.name for s in stages.stages}:
         watched_tap("loss", torch.tensor(loss))  # a pipeline that does not tap its loss still gets it judged

@@ -21,7 +21,9 @@ from typing import Any
 import torch
 
 from ...pipeline import as_step_output
+from ...probes.grad_arrivals import GradArrivals
 from ...probes.graph_watch import GraphWatch
+from ...probes.module_calls import ModuleCalls
 from ...probes.tensors import flat_tensors
 from ...records.optimisation import GradientMeasurement, ParamGrad
 from ...trace import record, tap
@@ -78,10 +80,8 @@ def measure_gradients(ctx: Context) -> GradientMeasurement:
     first_forward: dict[str, int] = {}
     grad_enabled: dict[str, bool] = {}
     produced: dict[int, Any] = {}  # storage of a module output -> its autograd node (latest)
-    names = {m: n for n, m in model.named_modules()}
 
-    def hook(module: torch.nn.Module, inputs: Any, output: Any) -> None:
-        name = names.get(module, "?")
+    def hook(name: str, module: torch.nn.Module, output: Any) -> None:
         last_forward[name] = tick = watch.tick()
         first_forward.setdefault(name, tick)
         grad_enabled[name] = grad_enabled.get(name, False) or torch.is_grad_enabled()
@@ -89,12 +89,9 @@ def measure_gradients(ctx: Context) -> GradientMeasurement:
             if t.grad_fn is not None and (ptr := _storage(t)) is not None:
                 produced[ptr] = t.grad_fn
 
-    for m in model.modules():
-        watch.hook(m.register_forward_hook(hook))
-
     model.train()
     seed_everything(ctx.seed)
-    with watch.attached():
+    with ModuleCalls(model, on_call=hook).attached_to(), watch.attached():
         with record(values=False) as trace, watch:
             out = as_step_output(p.step(model, ctx.batch(), watch.tap_wrapper(tap)))
     loss = out.loss
@@ -113,26 +110,11 @@ def measure_gradients(ctx: Context) -> GradientMeasurement:
             anchor, via = produced[ptr], "detached"
         else:
             depends = False if logits.requires_grad else None  # a leaf, or values of unknown origin
-    reached: list[float] = []
-    handle = None
-    if anchor is not None:
-        source = _producer(anchor)
-
-        def arrived(grad_outputs: tuple[Any, ...]) -> None:
-            for g in grad_outputs:
-                if isinstance(g, torch.Tensor):
-                    finite = g[torch.isfinite(g)]
-                    reached.append(float(finite.abs().max()) if finite.numel() else float("inf"))
-
-        handle = source.register_prehook(arrived)
-    try:
+    with GradArrivals(_producer(anchor) if anchor is not None else None).attached_to() as arrivals:
         if requires:
             loss.backward()
-    finally:
-        if handle is not None:
-            handle.remove()
     if anchor is not None:
-        depends = bool(reached) and max(reached) > 0
+        depends = bool(arrivals.reached) and max(arrivals.reached) > 0
     params = []
     for name, q in model.named_parameters():
         module = _module_of(name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ...probes.step_grads import StepGrads
 from ...records.optimisation import UpdateMeasurement
 from .._seed import seed_everything
 from ..context import Context
@@ -34,20 +35,10 @@ def measure_update(ctx: Context) -> UpdateMeasurement:
         return value
 
     effective = [float(g["lr"]) for g in optimizer.param_groups]
-    at_step: list[dict[str, int]] = []
-
-    def before_step(opt: torch.optim.Optimizer, args: object, kwargs: object) -> None:
-        # What the optimizer sees when it steps: gradients cleared before this point are lost.
-        seen = [q.grad for g in opt.param_groups for q in g["params"]]
-        at_step.append({"with_grad": sum(1 for g in seen if g is not None and bool((g != 0).any())),
-                        "params": len(seen)})
-
-    handle = optimizer.register_step_pre_hook(before_step)
-    try:
+    with StepGrads(optimizer).attached_to() as step_grads:
         for _ in range(ctx.budget.update_steps):
             update_step(p, model, optimizer, ctx.batch(), grab)
-    finally:
-        handle.remove()
+    at_step = step_grads.at_step
     changed = {}
     layer: dict[str, list[float]] = {}
     with torch.no_grad():
