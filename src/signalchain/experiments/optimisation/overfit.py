@@ -64,7 +64,7 @@ def measure_overfit(ctx: Context) -> CurveMeasurement:
 
 
 def _fingerprint(model: torch.nn.Module) -> list[tuple[float, float]]:
-    """Per parameter (sum, sum of squares) in float64: a change anywhere changes it, at no memory cost."""
+    """Per parameter (sum, sum of squares) in float64: a change anywhere changes it; no copy is kept."""
     with torch.no_grad():
         return [(float(q.double().sum()), float(q.double().square().sum())) for q in model.parameters()]
 
