@@ -6,18 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from _strategies import json_values as json_values_of
 from signalchain import Finding, Severity, SignalchainError
 from signalchain.findings import check_failed, exit_code, jsonable, sort_findings
 
-json_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(10**9), 10**9)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
-    max_leaves=12,
-)
+json_values = json_values_of(ints=10**9, text=20, keys=8, items=4, leaves=12)
 
 
 def test_round_trip_keeps_every_field():

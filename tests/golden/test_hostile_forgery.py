@@ -27,6 +27,7 @@ from golden_helpers import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _strategies import json_values
 from signalchain import save_golden
 
 WAV = "audio/audio.original.wav"
@@ -36,15 +37,7 @@ HEX = st.text("0123456789abcdef", min_size=64, max_size=64)
 WORD = st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyz0123456789._#-"), min_size=1, max_size=16)
 DTYPES = st.sampled_from(["float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool", "bfloat16",
                           "float8_e4m3fn", "complex64", "str", "list", "dict", "float"])
-JSON = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(10**6), 10**6)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=8),
-    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=4), kids, max_size=3),
-    max_leaves=8,
-)
+JSON = json_values(ints=10**6, text=8, keys=4, items=3, leaves=8)
 
 
 @pytest.fixture(scope="module")
