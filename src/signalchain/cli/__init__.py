@@ -11,6 +11,7 @@ import click
 from .._version import __version__
 from ._common import fail
 from .audit_cmd import audit
+from .bisect_cmd import bisect
 from .doctor_cmd import doctor
 from .faults_cmd import faults
 from .golden_cmds import capture, compare, inspect
@@ -62,6 +63,7 @@ cli.add_command(doctor)
 cli.add_command(faults)
 cli.add_command(audit)
 cli.add_command(listen)
+cli.add_command(bisect)
 
 
 def main() -> None:
