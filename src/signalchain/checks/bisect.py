@@ -22,8 +22,11 @@ def _numbers(detail: dict[str, Any]) -> str:
     """The numbers of a first divergence (a `StageDiff.to_dict()`), in words."""
     if not detail:
         return "no detail"
-    diff = StageDiff(str(detail.get("stage")), str(detail.get("kind")), False, dict(detail.get("detail") or {}))
-    return _summary(diff)
+    inner = dict(detail.get("detail") or {})
+    text = _summary(StageDiff(str(detail.get("stage")), str(detail.get("kind")), False, inner))
+    if "first_index" in inner and "golden_value" in inner:
+        text += f"; first at {inner['first_index']}: {inner['golden_value']!r} → {inner.get('new_value')!r}"
+    return text
 
 
 def _label(p: BisectProbe) -> str:
@@ -47,7 +50,7 @@ def _culprit(o: BisectOutcome) -> Finding:
         evidence,
         hint=(f"read what {fb.get('item')} changed on the way to {fb.get('stage')!r}"
               + (f" (`git show {fb.get('item')}`)" if o.mode == "commits" else "")
-              + f"; {o.last_good} before it still matches the golden there"),
+              + f"; {o.last_good} before it still matches the golden up to that stage"),
         check=CHECK,
     )
 

@@ -31,7 +31,8 @@ def _what(p: BisectProbe) -> str:
         return p.reason
     d = p.detail
     diff = StageDiff(str(d.get("stage")), str(d.get("kind")), False, dict(d.get("detail") or {}))
-    return f"{p.reason}: {describe_diff(diff)}"
+    later = " (after the symptom: judged good)" if p.verdict == "good" and not p.role else ""
+    return describe_diff(diff) + later
 
 
 def probe_rows(outcome: BisectOutcome) -> list[list[str]]:
@@ -57,7 +58,7 @@ def verdict_text(outcome: BisectOutcome) -> str:
         subject = f" “{fb['subject']}”" if fb.get("subject") else ""
         return (f"The first bad {noun} is {fb.get('item')}{subject}: from it on the golden batch diverges at stage "
                 f"{fb.get('stage')!r}, the stage where the bad end {o.bad} first diverges, while {o.last_good} "
-                f"before it still matches. Found in {cost}.")
+                f"before it still matches the golden up to that stage. Found in {cost}.")
     if o.status in ("flaky_good", "flaky_bad"):
         end = "good" if o.status == "flaky_good" else "bad"
         p = o.probe_of(f"{end} end")
