@@ -84,14 +84,14 @@ def build_repo(path: Path, n: int = 16, *, bug_at: int = 11, shift: int = 7, bro
     return shas
 
 
-def capture_golden(repo: Path, sha: str, out: Path, seed: int = 0) -> Path:
+def capture_golden(repo: Path, sha: str, out: Path, seed: int = 0, spec: str = SPEC) -> Path:
     """The golden batch of commit `sha`, recorded through the bisect worker in a worktree."""
     from signalchain.experiments.bisect._runner import CommitRunner
     from signalchain.golden import collect_provenance, save_golden
 
-    res = CommitRunner(repo, SPEC, seed, cache=None, timeout=300).run(sha)
+    res = CommitRunner(repo, spec, seed, cache=None, timeout=300).run(sha)
     assert res.trace is not None, res.reason
-    prov = collect_provenance(None, spec=SPEC, seed=seed)
+    prov = collect_provenance(None, spec=spec, seed=seed)
     return save_golden(out, res.trace, prov, write_wavs=False)
 
 
@@ -99,3 +99,29 @@ def tree_state(repo: Path) -> tuple[str, str, str]:
     """HEAD, `git status --porcelain` (untracked files too) and the worktree list: all must stay put."""
     return (_git(repo, "rev-parse", "HEAD"), _git(repo, "status", "--porcelain", "--untracked-files=all"),
             _git(repo, "worktree", "list", "--porcelain"))
+
+
+PKG_SPEC = "userpkg.pipe:UserPipe"
+
+
+def build_pkg_repo(path: Path) -> list[str]:
+    """A src-layout package (`src/userpkg/pipe.py`, named as a module): commit 1 is clean, commit 2's
+    step raises, commit 3 has the crop bug. Returns the three shas."""
+    path.mkdir(parents=True, exist_ok=True)
+    _git(path, "init", "-q", "-b", "main")
+    _git(path, "config", "commit.gpgsign", "false")
+    pkg = path / "src" / "userpkg"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    shas = []
+    for k, (shift, what) in enumerate([(0, "package: first version"), (0, "step: assert a shape (raises)"),
+                                       (5, "crop: move the window")], start=1):
+        text = _PIPE.format(k=k, shift=shift, scale="1.0")
+        if k == 2:
+            text = text.replace('        b = audio.shape[0]\n',
+                                '        b = audio.shape[0]\n        raise RuntimeError("shape check failed")\n')
+        (pkg / "pipe.py").write_text(text)
+        _git(path, "add", "-A")
+        _git(path, "commit", "-q", "-m", what)
+        shas.append(_git(path, "rev-parse", "HEAD").strip())
+    return shas

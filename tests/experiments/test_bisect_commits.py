@@ -11,9 +11,10 @@ import math
 
 import pytest
 
-from bisect_repo import SPEC, build_repo, capture_golden, tree_state
+from bisect_repo import PKG_SPEC, SPEC, build_pkg_repo, build_repo, capture_golden, tree_state
 from signalchain.checks.bisect import judge_bisect
 from signalchain.errors import UsageError
+from signalchain.experiments.bisect._runner import CommitRunner, cache_key
 from signalchain.experiments.bisect.commits import bisect_commits, worker_spec
 from signalchain.golden import load_golden
 
@@ -26,8 +27,10 @@ def bed(tmp_path_factory):
     repo = base / "repo"
     shas = build_repo(repo, 16, bug_at=11, broken_at=6, benign_at=8)
     golden = load_golden(capture_golden(repo, shas[0], base / "golden"))
-    # The user's work tree is dirty: a changed tracked file and an untracked one; neither may move.
+    # The user's work tree is dirty: changed tracked files and an untracked one; none may move. Its copy
+    # of the pipeline does not even import: every probe must run the commit's own code.
     (repo / "README.md").write_text("local edits in progress\n")
+    (repo / "userpipe.py").write_text("this is not python (\n")
     (repo / "scratch.txt").write_text("untracked notes\n")
     before = tree_state(repo)
     cache = base / "cache"
@@ -66,6 +69,7 @@ def test_the_users_work_tree_is_untouched(bed):
     assert tree_state(repo) == bed["before"]  # HEAD, status (dirty and untracked files), worktree list
     assert (repo / "README.md").read_text() == "local edits in progress\n"
     assert (repo / "scratch.txt").read_text() == "untracked notes\n"
+    assert (repo / "userpipe.py").read_text() == "this is not python (\n"
 
 
 def test_a_second_bisect_is_answered_from_the_cache(bed):
@@ -136,3 +140,28 @@ def test_a_spec_read_from_the_golden_must_be_the_repositorys(bed):
         with pytest.raises(UsageError, match=why):
             worker_spec(spec, repo, bad, from_manifest=True)
     assert worker_spec("/elsewhere/pipe.py:P", repo, bad, from_manifest=False) == "/elsewhere/pipe.py:P"
+
+
+def test_a_damaged_cache_entry_is_dropped_and_run_again(bed, tmp_path):
+    sha = bed["shas"][0]
+    entry = tmp_path / cache_key(sha, SPEC, 0)
+    entry.mkdir()
+    (entry / "result.json").write_text("{not json")
+    runner = CommitRunner(bed["repo"], SPEC, 0, cache=tmp_path, timeout=300)
+    assert runner._lookup(sha) is None and not entry.exists()
+
+
+def test_a_package_module_spec_runs_the_commits_src_and_a_failing_step_is_skipped(tmp_path):
+    """src/ layout named as a module: commit 2's step raises (skipped), commit 3 has the bug; with every
+    commit between the ends skipped, the answer is the interval."""
+    repo = tmp_path / "pkg"
+    shas = build_pkg_repo(repo)
+    golden = load_golden(capture_golden(repo, shas[0], tmp_path / "golden", spec=PKG_SPEC))
+    o = bisect_commits(golden, repo, shas[0], shas[2], PKG_SPEC, seed=0, cache=None, spec_from_manifest=True)
+    assert o.status == "ambiguous" and o.symptom == "crop"
+    assert o.candidates == [shas[1][:10], shas[2][:10]]
+    (skip,) = o.skipped
+    assert "the golden step failed: RuntimeError: shape check failed" in skip.reason and "pipe.py" in skip.reason
+    (f, said) = judge_bisect(o)
+    assert f.id == "bisect.ambiguous" and f.severity.value == "warning" and shas[1][:10] in f.message
+    assert said.id == "bisect.skipped"
