@@ -105,6 +105,15 @@ def test_a_bad_end_that_matches_the_golden_is_flaky_and_not_bisected(bed):
     assert f.evidence["end"] == "bad" and "does not reproduce" in f.message
 
 
+def test_a_good_end_that_does_not_reproduce_the_golden_is_flaky(bed):
+    shas = bed["shas"]  # commit 8 scales the loss: it does not reproduce the golden of commit 1
+    o = bisect_commits(bed["golden"], bed["repo"], shas[7], shas[-1], SPEC, seed=0, cache=bed["cache"])
+    assert o.status == "flaky_good" and len(o.probes) == 2 and o.runs == 0  # both ends were cached
+    (f,) = judge_bisect(o)
+    assert f.id == "bisect.flaky" and f.evidence["end"] == "good" and f.stage == "loss"
+    assert "does not reproduce the golden" in f.message and "1.41" in f.message  # the golden loss
+
+
 def test_an_end_that_cannot_run_is_said(bed):
     shas = bed["shas"]
     o = bisect_commits(bed["golden"], bed["repo"], shas[5], shas[8], SPEC, seed=0, cache=bed["cache"])

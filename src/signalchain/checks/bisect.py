@@ -58,19 +58,23 @@ def _culprit(o: BisectOutcome) -> Finding:
 def _flaky(o: BisectOutcome) -> Finding:
     end = "good" if o.status == "flaky_good" else "bad"
     p = o.probe_of(f"{end} end")
-    shown = p.reason if p else "no result"
-    claim = "reproduce the golden" if end == "good" else "diverge from the golden"
-    return Finding(
-        "bisect.flaky", Severity.WARNING, p.first_divergence if p else None,
-        f"the {end} end {p.item if p else getattr(o, end)} does not {claim} when re-run ({shown}); "
-        "nothing was bisected",
-        {"end": end, "item": p.item if p else None, "reason": shown, "first_divergence": p.first_divergence if p
-         else None, "detail": p.detail if p else {}, **({"commit": p.extra.get("commit")} if p else {})},
-        hint=("capture the golden at the good end again, or pick a --good that matches it" if end == "good" else
-              "the failure does not show on the golden batch at the bad end: check the tolerances (--rtol/--atol/"
-              "--tol), the seed, or whether the failure needs more than one step to appear"),
-        check=CHECK,
-    )
+    item = p.item if p else (o.good if end == "good" else o.bad)
+    if end == "good":
+        shown = f"diverges at {p.first_divergence!r} ({_numbers(p.detail)})" if p and p.detail else (
+            p.reason if p else "no result")
+        message = (f"the good end {item} does not reproduce the golden when re-run: it {shown}; "
+                   "nothing was bisected")
+        hint = "capture the golden at the good end again, or give a --good whose run matches it"
+    else:
+        shown = p.reason if p else "no result"
+        message = (f"the bad end {item} matches the golden when re-run ({shown}): the failure does not reproduce "
+                   "on the golden batch; nothing was bisected")
+        hint = ("check the tolerances (--rtol/--atol/--tol) and the seed, or whether the failure needs more than "
+                "the golden step to appear (a later training step, another batch)")
+    evidence = {"end": end, "item": item, "reason": shown, "first_divergence": p.first_divergence if p else None,
+                "detail": p.detail if p else {}, **(p.extra if p else {})}
+    return Finding("bisect.flaky", Severity.WARNING, p.first_divergence if p else None, message, evidence,
+                   hint=hint, check=CHECK)
 
 
 def _unrunnable(o: BisectOutcome) -> Finding:

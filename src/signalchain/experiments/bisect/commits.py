@@ -156,11 +156,10 @@ def bisect_commits(golden: Golden, repo: str | Path, good: str, bad: str, spec: 
 def _judge(role: str, stage: str | None, pos: float | None, state: _State) -> tuple[Verdict, str]:
     """The verdict of one probe that ran, and the words saying why."""
     if role == "good end":
-        return ("good", "identical to the golden") if stage is None else (
-            "bad", f"diverges at {stage!r}: the good end does not reproduce the golden")
+        return ("good", "identical to the golden") if stage is None else ("bad", f"diverges at {stage!r}")
     if role == "bad end":
         return ("bad", f"diverges at {stage!r} (the symptom)") if stage is not None else (
-            "good", "identical to the golden: the failure does not reproduce at the bad end")
+            "good", "identical to the golden")
     if stage is None or pos is None:
         return "good", "identical to the golden"
     if state.symptom_pos is not None and pos <= state.symptom_pos:
