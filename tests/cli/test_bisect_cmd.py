@@ -53,6 +53,18 @@ def test_names_the_commit_exits_1_and_writes_the_json(bed, tmp_path):
 
 
 @pytest.mark.slow
+def test_pipeline_option_names_the_spec_to_run(bed, tmp_path):
+    """--pipeline over the golden's spec (same spec here, so the earlier bisect's cache answers)."""
+    repo, shas, out = bed["repo"], bed["shas"], tmp_path / "p.json"
+    res = _bisect(str(bed["golden"]), "--good", shas[0], "--bad", shas[-1], "--repo", str(repo), "--json", str(out),
+                  "--pipeline", "userpipe.py:UserPipe", "--tol", "logits=1e-3")
+    assert res.exit_code == 1, res.output
+    assert "(from --pipeline)" in res.output
+    b = json.loads(out.read_text())["bisect"]
+    assert b["pipeline"] == "userpipe.py:UserPipe" and b["first_bad"]["sha"] == shas[3]
+
+
+@pytest.mark.slow
 def test_a_flaky_bad_end_exits_0_with_a_warning(bed, tmp_path):
     repo, shas, out = bed["repo"], bed["shas"], tmp_path / "f.json"
     res = _bisect(str(bed["golden"]), "--good", shas[0], "--bad", shas[2], "--repo", str(repo), "--json", str(out),
