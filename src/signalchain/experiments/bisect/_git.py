@@ -96,8 +96,10 @@ def commit_info(root: Path, sha: str) -> Commit:
 
 
 def diffstat(root: Path, sha: str) -> str:
-    """`git show --stat --format= SHA`: the files a commit changed, with their line counts."""
-    return git(root, "show", "--stat", "--format=", sha).strip("\n")
+    """`git show --stat --format= SHA`: the files a commit changed, with their line counts; a merge is
+    shown against its first parent (the line the bisect walks), not as git's usually empty combined stat."""
+    out = git(root, "show", "--stat", "--format=", "--diff-merges=first-parent", sha, check=False)
+    return (out if out.strip() else git(root, "show", "--stat", "--format=", sha, check=False)).strip("\n")
 
 
 def tracked(root: Path, sha: str, path: str) -> bool:
