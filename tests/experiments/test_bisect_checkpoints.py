@@ -11,9 +11,9 @@ import math
 
 import pytest
 import torch
-from _checkpoint_run import TwoGroupPipeline, train
 from safetensors.torch import save_file
 
+from _checkpoint_run import TwoGroupPipeline, train
 from signalchain.checks.checkpoints import bisect_findings, judge_change
 from signalchain.experiments.bisect._checkpoint_files import (
     CheckpointLoadError,
