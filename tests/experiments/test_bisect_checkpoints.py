@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from _checkpoint_run import TwoGroupPipeline, train
+from checkpoint_run import TwoGroupPipeline, train
 from signalchain.checks.checkpoints import bisect_findings, judge_change
 from signalchain.experiments.bisect._checkpoint_files import (
     CheckpointLoadError,
