@@ -193,3 +193,18 @@ def test_the_pipelines_load_checkpoint_takes_precedence(spiked):
     res = _bisect(pipe, spiked)
     assert res.checkpoints[res.first_unhealthy] == "ckpt-013.pt"
     assert len(pipe.calls) >= res.runs and all(p.source == "load_checkpoint" for p in res.probes)
+
+
+def test_a_nan_in_adams_state_from_step_7_on_is_named_there(tmp_path):
+    paths = train(tmp_path, spike_at=None)
+    for path in paths[7:]:  # a corrupted state carried forward by every later save
+        ckpt = torch.load(path, weights_only=True)
+        head_bias = ckpt["optimizer"]["param_groups"][1]["params"][-1]
+        ckpt["optimizer"]["state"][head_bias]["exp_avg_sq"][0] = float("nan")
+        torch.save(ckpt, path)
+    res = _bisect(TwoGroupPipeline(), tmp_path)
+    assert res.checkpoints[res.first_unhealthy] == "ckpt-007.pt"
+    first = judge_change(res.pair)[0]
+    assert (first.place, first.group) == ("moments", "head") and first.statistic.startswith("exp_avg_sq")
+    finding = next(f for f in bisect_findings(res) if f.id == "bisect.first_bad_checkpoint")
+    json.dumps(finding.to_dict(), allow_nan=False)

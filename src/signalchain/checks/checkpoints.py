@@ -83,13 +83,14 @@ def _group_reasons(g: GroupStats, base: GroupStats | None, factor: float) -> lis
     b = base or GroupStats(g.name)
     out.append(_above("lr", "lr", g.lr, None, factor, g.name))  # only non-finite: the schedule is the user's
     if g.weight_finite is not None and g.weight_finite < 1.0:
-        out.append(Reason("weights", "weight_finite", g.weight_finite, 1.0, g.name, why="weights not finite"))
+        out.append(Reason("weights", "weight_finite", g.weight_finite, 1.0, g.name, ratio=math.inf,
+                          why="weights not finite"))
     out.append(_above("weights", "weight_norm", g.weight_norm, None, factor, g.name))
     for stat in MOMENT_STATS:
         v = g.moments.get(stat)
         if stat.endswith(".finite"):
             if v is not None and v < 1.0:
-                out.append(Reason("moments", stat, v, 1.0, g.name, why="moments not finite"))
+                out.append(Reason("moments", stat, v, 1.0, g.name, ratio=math.inf, why="moments not finite"))
         else:
             out.append(_above("moments", stat, v, b.moments.get(stat), factor, g.name))
     out.append(_above("grad", "grad_norm", g.grad_norm, b.grad_norm, factor, g.name))
@@ -127,12 +128,13 @@ def _change_reasons(pair: CheckpointPair, factor: float) -> list[Reason]:
             va, vb = ga.moments.get(stat), gb.moments.get(stat)
             if stat.endswith(".finite"):
                 if va is not None and vb is not None and vb < va:
-                    out.append(Reason("moments", stat, vb, va, gb.name, why="moments turned non-finite"))
+                    out.append(Reason("moments", stat, vb, va, gb.name, ratio=math.inf,
+                                      why="moments turned non-finite"))
             else:
                 out.append(_above("moments", stat, vb, va, factor, gb.name))
         if ga.weight_finite is not None and gb.weight_finite is not None and gb.weight_finite < ga.weight_finite:
             out.append(Reason("weights", "weight_finite", gb.weight_finite, ga.weight_finite, gb.name,
-                              why="weights turned non-finite"))
+                              ratio=math.inf, why="weights turned non-finite"))
         out.append(_above("weights", "weight_norm", gb.weight_norm, ga.weight_norm, factor, gb.name))
         drift = pair.drift.get(gb.name)
         if ga.update_ratio is not None:

@@ -129,14 +129,22 @@ def _moments(optimizer: Any, group: Mapping[str, Any]) -> tuple[float | None, di
     betas = group.get("betas") or (0.0, 0.0)
     out: dict[str, float] = {}
     for key, beta, kind in (("exp_avg", betas[0], "rms"), ("exp_avg_sq", betas[1], "mean")):
-        ts = [s[key].detach().double() for s in states if isinstance(s.get(key), torch.Tensor)]
+        ts = [s[key] for s in states if isinstance(s.get(key), torch.Tensor)]
         if not ts:
             continue
-        x = torch.cat([t.flatten() for t in ts]) / _bias(float(beta), step)
-        finite = torch.isfinite(x)
-        out[f"{key}.finite"] = float(finite.double().mean())
-        out[f"{key}.max"] = float(x.abs().max())
-        out[f"{key}.{kind}"] = float(x.pow(2).mean().sqrt()) if kind == "rms" else float(x.mean())
+        scale, n, finite, top, total, squares = 1.0 / _bias(float(beta), step), 0, 0, 0.0, 0.0, 0.0
+        for t in ts:  # one tensor at a time in float64: memory stays at one parameter's size
+            x = t.detach().double() * scale
+            n, finite = n + x.numel(), finite + int(torch.isfinite(x).sum())
+            m = float(x.abs().max()) if x.numel() else 0.0
+            if math.isfinite(top) and (m > top or not math.isfinite(m)):  # a NaN or inf stays the max
+                top = m
+            total, squares = total + float(x.sum()), squares + float(x.pow(2).sum())
+        if not n:
+            continue
+        out[f"{key}.finite"] = finite / n
+        out[f"{key}.max"] = top
+        out[f"{key}.{kind}"] = math.sqrt(squares / n) if kind == "rms" else total / n
     return step, out
 
 
