@@ -136,6 +136,8 @@ def test_skips_flaky_and_ambiguous_findings():
     skipped = CheckpointHealth("c5", 5, loaded=False, skip_reason="c5: not a loadable torch checkpoint")
     ids = [f.id for f in bisect_findings(_res("flaky_bad", [good, bad, skipped]))]
     assert ids == ["bisect.skipped", "bisect.flaky"]
+    assert [f.id for f in bisect_findings(_res("unrunnable_end", [good, skipped]))] == ["bisect.skipped",
+                                                                                         "bisect.unrunnable"]
     a, b = _health("c4", 4), _health("c6", 6, loss=50.0)
     res = CheckpointBisect("ambiguous", [f"c{i}" for i in range(10)], [good, bad, skipped, a, b], 4, 6,
                            CheckpointPair(a, b))

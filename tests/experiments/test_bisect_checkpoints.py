@@ -208,3 +208,34 @@ def test_a_nan_in_adams_state_from_step_7_on_is_named_there(tmp_path):
     assert (first.place, first.group) == ("moments", "head") and first.statistic.startswith("exp_avg_sq")
     finding = next(f for f in bisect_findings(res) if f.id == "bisect.first_bad_checkpoint")
     json.dumps(finding.to_dict(), allow_nan=False)
+
+
+@pytest.mark.parametrize("weights", ["sharded-safetensors", "pytorch_model.bin"])
+def test_hf_folders_with_sharded_or_bin_weights_load(tmp_path, weights):
+    pipe = TwoGroupPipeline()
+    sd = pipe.build_model(3).state_dict()
+    d = tmp_path / "checkpoint-5"
+    d.mkdir()
+    if weights == "pytorch_model.bin":
+        torch.save(sd, d / "pytorch_model.bin")
+    else:
+        names = sorted(sd)
+        shards = {"model-00001-of-00002.safetensors": names[:2], "model-00002-of-00002.safetensors": names[2:]}
+        for shard, keys in shards.items():
+            save_file({k: sd[k].contiguous() for k in keys}, str(d / shard))
+        index = {"weight_map": {k: shard for shard, keys in shards.items() for k in keys}}
+        (d / "model.safetensors.index.json").write_text(json.dumps(index))
+    (ckpt,) = find_checkpoints(str(tmp_path / "checkpoint-*"))
+    loaded = load_into(pipe, ckpt, seed=0)
+    assert ckpt.step == 5 and not loaded.has_optimizer_state
+    assert all(torch.equal(loaded.model.state_dict()[k], v) for k, v in sd.items())
+
+
+def test_a_fifo_named_like_a_checkpoint_is_refused_without_blocking(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "ckpt-005.pt")
+    (ckpt,) = find_checkpoints(str(tmp_path))
+    assert ckpt.step == 5  # from the name: nothing was opened
+    with pytest.raises(CheckpointLoadError, match=r"ckpt-005\.pt: a FIFO"):
+        load_checkpoint_file(ckpt)
