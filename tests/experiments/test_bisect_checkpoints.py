@@ -239,3 +239,41 @@ def test_a_fifo_named_like_a_checkpoint_is_refused_without_blocking(tmp_path):
     assert ckpt.step == 5  # from the name: nothing was opened
     with pytest.raises(CheckpointLoadError, match=r"ckpt-005\.pt: a FIFO"):
         load_checkpoint_file(ckpt)
+
+
+def test_group_grads_reads_each_groups_norm_at_the_step_and_unhooks():
+    from signalchain.probes.group_grads import GroupGrads
+
+    pipe = TwoGroupPipeline()
+    model = pipe.build_model(0)
+    opt = pipe.build_optimizer(model)
+    loss = pipe.step(model, pipe.golden_batch(0), lambda stage, value, **meta: value).loss
+    loss.backward()
+    expected = [torch.cat([q.grad.flatten() for q in g["params"]]).norm().item() for g in opt.param_groups]
+    with GroupGrads(opt).attached_to() as probe:
+        opt.step()
+        opt.step()  # a second step in the same update: the first is kept
+    assert probe.norms == pytest.approx(expected, rel=1e-6) and not opt._optimizer_step_pre_hooks
+
+
+class StrictPipeline(TwoGroupPipeline):
+    """A pipeline whose step refuses non-finite logits (an assertion many training loops have)."""
+
+    def step(self, model, batch, tap):
+        out = super().step(model, batch, tap)
+        if not torch.isfinite(out.logits).all():
+            raise FloatingPointError("non-finite logits")
+        return out
+
+
+def test_a_step_that_raises_at_a_checkpoint_makes_it_unhealthy_not_a_crash(tmp_path):
+    paths = train(tmp_path, spike_at=None)
+    for path in paths[11:]:
+        ckpt = torch.load(path, weights_only=True)
+        ckpt["model"]["head.weight"][3, 3] = float("inf")
+        torch.save(ckpt, path)
+    res = _bisect(StrictPipeline(), tmp_path)
+    assert res.checkpoints[res.first_unhealthy] == "ckpt-011.pt"
+    assert "FloatingPointError" in (res.pair.b.error or "")
+    finding = next(f for f in bisect_findings(res) if f.id == "bisect.first_bad_checkpoint")
+    assert finding.stage == "model" and "weight_finite" in finding.message  # the weights come before the loss

@@ -106,7 +106,7 @@ def judge_health(h: CheckpointHealth, baseline: CheckpointHealth | None, golden_
         return []
     out: list[Reason | None] = []
     if h.error is not None:
-        out.append(Reason("loss", "step", None, why=f"the update raised {h.error}"))
+        out.append(Reason("loss", "step", None, why=f"the probe failed: {h.error}"))
     out.append(_above("loss", "loss", h.loss, golden_loss if baseline is None else baseline.loss, factor))
     out.append(_above("grad", "grad_norm", h.grad_norm, baseline.grad_norm if baseline else None, factor))
     for g in h.groups:
@@ -156,7 +156,7 @@ def _change_reasons(pair: CheckpointPair, factor: float) -> list[Reason]:
         for stat in ("abs_max", "std"):
             out.append(_above("stages", stat, s.b.get(stat), s.a.get(stat), factor, stage=s.stage))
     if b.error is not None and a.error is None:
-        out.append(Reason("loss", "step", None, why=f"the update raised {b.error}"))
+        out.append(Reason("loss", "step", None, why=f"the probe failed: {b.error}"))
     out.append(_above("loss", "loss", b.loss, a.loss, factor))
     for gb in b.groups:
         ga = a.group(gb.name) or GroupStats(gb.name)

@@ -163,6 +163,10 @@ def probe_checkpoint(pipeline: Any, ckpt: CheckpointFile, index: int, seed: int,
     except CheckpointLoadError as exc:
         health.loaded, health.skip_reason, health.seconds = False, str(exc), time.perf_counter() - t0
         return health, None
+    except Exception as exc:  # the pipeline's build_model/build_optimizer failed: unhealthy, said, never a crash
+        health.error = f"{type(exc).__name__} while building the model for it: {str(exc)[:300]}"
+        health.seconds = time.perf_counter() - t0
+        return health, None
     model, optimizer = loaded.model, loaded.optimizer
     health.source, health.step, health.notes = loaded.source, loaded.step, loaded.notes
     health.has_optimizer_state = loaded.has_optimizer_state
