@@ -176,8 +176,12 @@ def probe_checkpoint(pipeline: Any, ckpt: CheckpointFile, index: int, seed: int,
         health.groups.append(GroupStats(name, sum(q.numel() for q in params), as_float(group.get("lr"), None),
                                         norm_of(params), _finite_fraction(params), step, moments))
     before = [[q.detach().clone() for q in params] for _, params in groups]
-    seed_everything(seed)
-    batch = pipeline.golden_batch(seed)
+    try:
+        seed_everything(seed)  # as run_golden: the same batch, dropout and crops as the golden's
+        batch = pipeline.golden_batch(seed)
+    except Exception as exc:
+        health.error, health.seconds = f"{type(exc).__name__} in golden_batch: {str(exc)[:300]}", time.perf_counter() - t0
+        return health, None
     seed_everything(seed)
     with GroupGrads(optimizer).attached_to() as grads, record(values=True) as trace:
         try:
