@@ -180,7 +180,8 @@ def probe_checkpoint(pipeline: Any, ckpt: CheckpointFile, index: int, seed: int,
         seed_everything(seed)  # as run_golden: the same batch, dropout and crops as the golden's
         batch = pipeline.golden_batch(seed)
     except Exception as exc:
-        health.error, health.seconds = f"{type(exc).__name__} in golden_batch: {str(exc)[:300]}", time.perf_counter() - t0
+        health.error = f"{type(exc).__name__} in golden_batch: {str(exc)[:300]}"
+        health.seconds = time.perf_counter() - t0
         return health, None
     seed_everything(seed)
     with GroupGrads(optimizer).attached_to() as grads, record(values=True) as trace:
