@@ -62,7 +62,7 @@ class CheckpointHealth:
     source: str = ""  # "torch", "safetensors", "hf-dir", "load_checkpoint"
     has_optimizer_state: bool = False
     loss: float | None = None
-    grad_norm: float | None = None  # all groups together
+    grad_norm: float | None = None  # the step's `grad.norm` tap (before clipping), else all groups together
     groups: list[GroupStats] = field(default_factory=list)
     error: str | None = None  # what the step raised, if it did
     vs_golden: str | None = None  # first stage where the run parts from the golden (None: identical)

@@ -192,12 +192,15 @@ def probe_checkpoint(pipeline: Any, ckpt: CheckpointFile, index: int, seed: int,
             health.loss = as_float(out.loss, None)
         except Exception as exc:  # a checkpoint the step cannot run from is unhealthy, not a crash
             health.error = f"{type(exc).__name__}: {str(exc)[:300]}"
+    # Per group: the gradients `step()` received (after the pipeline's unscaling and clipping). The
+    # total: the step's own `grad.norm` tap where it has one (taken before clipping, so a clipped
+    # explosion still shows; and there even when a scaler skipped the step), else the groups' together.
     if grads.norms is not None:
         health.grad_norm = math.sqrt(sum(n * n for n in grads.norms))
         for g, n in zip(health.groups, grads.norms):
             g.grad_norm = n
-    elif "grad.norm" in trace:  # the step never ran (a scaler skipped it): the tapped total still tells
-        health.grad_norm = as_float(trace["grad.norm"].summary.get("value"), None)
+    if "grad.norm" in trace and trace["grad.norm"].kind == "scalar":
+        health.grad_norm = as_float(trace["grad.norm"].summary.get("value"), health.grad_norm)
     if health.error is None:
         for g, (_, params), old in zip(health.groups, groups, before):
             base = norm_of(old)
