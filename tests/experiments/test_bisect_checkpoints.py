@@ -146,6 +146,8 @@ def _hf_saver(folder, k, model, opt):
 
 def test_hf_trainer_checkpoint_folders_load_with_their_optimizer_state(tmp_path):
     train(tmp_path, steps=20, save=_hf_saver)
+    torch.save({"args": Payload()}, tmp_path / "training_args.bin")  # a Trainer's output_dir holds these too
+    save_file({"x": torch.zeros(1)}, str(tmp_path / "model.safetensors"))  # (the final export)
     files = find_checkpoints(str(tmp_path))
     assert [f.name for f in files[:3]] == ["checkpoint-0", "checkpoint-1", "checkpoint-2"] and files[-1].step == 19
     assert load_checkpoint_file(files[5]).optimizer_state is not None

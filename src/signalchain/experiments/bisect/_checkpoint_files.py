@@ -14,6 +14,9 @@ Formats, read directly (no transformers or Lightning import):
   sharded index) or `pytorch_model.bin` (or its index), with `optimizer.pt`, `scheduler.pt` and
   `trainer_state.json` (`global_step`) when present.
 
+Which: a folder's checkpoint files, or its `checkpoint-N/` folders when it has any (a Trainer's
+`output_dir`, whose top level holds the final export and the pickled `training_args.bin`); a glob's
+matches; never `training_args.bin`, `optimizer.pt`, `scheduler.pt`, `scaler.pt` or `rng_state*`.
 Order: the stored step, else the last number in the name (`step=500` before `epoch=`), ties and
 the unnumbered by natural sort of the name. Every failure is a `CheckpointLoadError` naming the
 file and what is wrong; the caller turns it into a skip.
@@ -43,6 +46,8 @@ _OPTIMIZER_KEYS = ("optimizer", "optimizer_state_dict")
 _SCHEDULER_KEYS = ("scheduler", "lr_scheduler")
 _STEP_KEYS = ("step", "global_step")
 _JSON_LIMIT = 64 << 20
+#: Files a Trainer writes beside its weights that are not checkpoints (training_args.bin is a pickle).
+_NOT_CHECKPOINTS = ("training_args.bin", "optimizer.pt", "scheduler.pt", "scaler.pt")
 
 
 class CheckpointLoadError(SignalchainError):
@@ -82,13 +87,23 @@ def _is_hf_dir(path: Path) -> bool:
     return path.is_dir() and any((path / f).is_file() for f in _HF_WEIGHTS)
 
 
+def _is_candidate(path: Path) -> bool:
+    if _is_hf_dir(path):
+        return True
+    name = path.name.lower()
+    return path.suffix.lower() in SUFFIXES and not path.is_dir() and name not in _NOT_CHECKPOINTS and \
+        not name.startswith("rng_state")
+
+
 def _candidates(pattern: str) -> list[Path]:
     p = Path(pattern)
-    if p.is_dir() and not _is_hf_dir(p):
-        entries = sorted(p.iterdir())
-    else:
-        entries = [Path(m) for m in sorted(glob.glob(pattern, recursive=True))]
-    return [e for e in entries if _is_hf_dir(e) or (e.suffix.lower() in SUFFIXES and not e.is_dir())]
+    if not p.is_dir():
+        return [e for e in (Path(m) for m in sorted(glob.glob(pattern, recursive=True))) if _is_candidate(e)]
+    picked = [e for e in sorted(p.iterdir()) if _is_candidate(e)]
+    folders = [e for e in picked if e.is_dir()]
+    if folders:  # a Trainer's output_dir: its checkpoint-N/ folders (the top level holds the final export)
+        return folders
+    return [p] if _is_hf_dir(p) else picked  # a checkpoint folder given alone is one checkpoint
 
 
 def _int_step(value: Any) -> int | None:
