@@ -184,8 +184,9 @@ def describe_reason(r: Reason, baseline_name: str = "the baseline") -> str:
     where = f"param group {r.group!r} " if r.group else (f"stage {r.stage!r} " if r.stage else "")
     if r.value is None and r.baseline is None:
         return f"{where}{r.statistic}: {r.why}"
-    ratio = f", ×{r.ratio:.3g}" if r.ratio is not None and math.isfinite(r.ratio) else ""
-    return f"{where}{r.statistic} {_num(r.value)} against {_num(r.baseline)} at {baseline_name}{ratio} ({r.why})"
+    if r.ratio is not None and math.isfinite(r.ratio) and r.why.startswith("more than"):
+        return f"{where}{r.statistic} {_num(r.value)} against {_num(r.baseline)} at {baseline_name} (×{r.ratio:.3g})"
+    return f"{where}{r.statistic} {_num(r.value)} against {_num(r.baseline)} at {baseline_name} ({r.why})"
 
 
 _HINTS = {
