@@ -50,8 +50,13 @@ class TwoGroupPipeline:
         return StepOutput(loss=loss, logits=logits, targets=targets)
 
 
-def train(folder: Path, steps: int = 20, spike_at: int | None = 13, save=None) -> list[Path]:
-    """Train on fresh batches (not the golden one), saving `ckpt-{k:03d}.pt` after update k."""
+def train(folder: Path, steps: int = 20, spike_at: int | None = 13, save=None, kind: str = "grad") -> list[Path]:
+    """Train on fresh batches (not the golden one), saving `ckpt-{k:03d}.pt` after update k.
+
+    kind "grad": the spike is applied as a gradient multiplier (the story above). kind "lr": the
+    head group's `lr` itself is ×1000 for update `spike_at` and stored in that checkpoint (a
+    scheduler that writes the next step's rate before the save): its weights jump by ~lr per value.
+    """
     pipe = TwoGroupPipeline()
     model = pipe.build_model(0)
     opt = pipe.build_optimizer(model)
@@ -61,9 +66,11 @@ def train(folder: Path, steps: int = 20, spike_at: int | None = 13, save=None) -
         batch = pipe.golden_batch(100 + k)
         loss = pipe.step(model, batch, lambda stage, value, **meta: value).loss
         loss.backward()
-        if k == spike_at:  # the schedule's lr spike, applied the SGD way: as a gradient multiplier
+        if k == spike_at and kind == "grad":  # the schedule's lr spike, applied the SGD way: as a gradient multiplier
             for q in model["head"].parameters():
                 q.grad.mul_(SPIKE)
+        if kind == "lr" and spike_at is not None:
+            opt.param_groups[1]["lr"] = 1e-2 * (SPIKE if k == spike_at else 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
         if save is None:

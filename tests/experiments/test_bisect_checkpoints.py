@@ -75,6 +75,17 @@ def test_the_lr_spike_names_checkpoint_13_and_the_head_groups_second_moment(spik
     json.dumps(finding.to_dict(), allow_nan=False)
 
 
+def test_a_stored_lr_spike_is_named_as_the_lr_before_the_weights_it_moved(tmp_path):
+    train(tmp_path, kind="lr")
+    res = _bisect(TwoGroupPipeline(), tmp_path)
+    assert res.checkpoints[res.first_unhealthy] == "ckpt-013.pt"
+    changes = judge_change(res.pair, res.factor)
+    assert (changes[0].place, changes[0].group, changes[0].statistic) == ("lr", "head", "lr")
+    assert "weights" in {r.place for r in changes}  # the jump it caused comes after it, in causal order
+    finding = next(f for f in bisect_findings(res, changes) if f.id == "bisect.first_bad_checkpoint")
+    assert finding.stage == "optimizer" and "'head' lr 10 against 0.01" in finding.message
+
+
 def test_a_healthy_bad_end_is_flaky_and_not_bisected(tmp_path):
     train(tmp_path, spike_at=None)
     res = _bisect(TwoGroupPipeline(), tmp_path)
