@@ -1,6 +1,7 @@
 """`bisect --checkpoints`: the first unhealthy checkpoint of a run, and where it changed (issue 14).
 
-Each probe loads one checkpoint into the pipeline's own model and optimizer (`_probe.py`), runs
+Each probe loads one checkpoint into the pipeline's own model and optimizer (`_probe.py`; a
+pipeline's `load_checkpoint(path)` capability takes precedence, its contract is there), runs
 the golden batch (the golden's seed) under a recording as one update from the stored optimizer
 state (`update_step`: the pipeline's `train_step` when it has one), and measures the loss, each
 param group's learning rate, weights, Adam moments, gradient norm at the optimizer step and update
