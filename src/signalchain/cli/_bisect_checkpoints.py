@@ -1,0 +1,146 @@
+"""`signalchain bisect GOLDEN --checkpoints DIR_OR_GLOB`: the first unhealthy checkpoint of a run.
+
+The `bisect` command calls `run_checkpoints_mode` when `--checkpoints` is given. Usage errors
+(no checkpoint matched, one only, a bad tolerance or factor, an unloadable pipeline) raise
+`UsageError` before anything slow runs; the command's guard turns them into one line and exit 2.
+Exit 1 when a first bad checkpoint is named, 0 otherwise (flaky, ambiguous, nothing to bisect).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ..checks.checkpoints import DEFAULT_FACTOR, bisect_findings, describe_reason, judge_change
+from ..errors import PipelineError, UsageError
+from ..experiments.bisect._checkpoint_files import SUFFIXES, find_checkpoints
+from ..experiments.bisect.checkpoints import bisect_checkpoints
+from ..golden import Golden, Tolerance, load_golden, load_manifest_pipeline, manifest_pipeline_spec
+from ..records.checkpoints import CheckpointBisect, CheckpointHealth
+from ..report.describe import fmt
+from ._common import BUILTIN_PIPELINES, DEFAULT_PIPELINE, emit, resolve_pipeline
+from .golden_cmds import parse_stage_tolerances
+
+__all__ = ["run_checkpoints_mode"]
+
+_ROWS = ("lr", "weight_norm", "step", "exp_avg.max", "exp_avg.rms", "exp_avg_sq.max", "exp_avg_sq.mean",
+         "exp_avg_sq.finite", "grad_norm", "update_ratio")
+
+
+def _check_number(option: str, value: float, low: float, strict: bool = False) -> None:
+    if isinstance(value, bool) or not math.isfinite(value) or value < low or (strict and value == low):
+        bound = f"> {low:g}" if strict else f">= {low:g}"
+        raise UsageError(f"{option} {value!r} is not valid: give a finite number {bound}")
+
+
+def _pipeline(g: Golden, spec: str | None) -> tuple[Any, str, str]:
+    if spec:
+        pipe, spec = resolve_pipeline(spec, ())
+        return pipe, spec, "--pipeline"
+    spec = manifest_pipeline_spec(g.provenance.get("pipeline_spec"), g.path, DEFAULT_PIPELINE, BUILTIN_PIPELINES)
+    return load_manifest_pipeline(spec), spec, "the golden's manifest"
+
+
+def _golden_loss(g: Golden) -> float | None:
+    rec = g.trace.get("loss")
+    value = rec.summary.get("value") if rec is not None else None
+    try:
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _verdict(p: CheckpointHealth) -> str:
+    if not p.loaded:
+        return "[dim]skipped[/dim]"
+    return "[green]healthy[/green]" if p.healthy else "[red]unhealthy[/red]"
+
+
+def _probe_table(res: CheckpointBisect) -> Table:
+    t = Table(title=f"Checkpoint probes ({res.runs} golden runs for {len(res.checkpoints)} checkpoints)")
+    for col in ("#", "checkpoint", "step", "verdict", "loss", "grad norm", "why"):
+        t.add_column(col, overflow="fold")
+    base = next((p.name for p in res.probes if p.loaded), "the good end")
+    for n, p in enumerate(res.probes, 1):
+        why = p.skip_reason if not p.loaded else (
+            describe_reason(p.reasons[0], "the golden" if p.name == base else base) if p.reasons else "")
+        t.add_row(str(n), p.name, fmt(p.step), _verdict(p), fmt(p.loss), fmt(p.grad_norm), why or "")
+    return t
+
+
+def _group_table(res: CheckpointBisect) -> Table | None:
+    if res.pair is None:
+        return None
+    a, b = res.pair.a, res.pair.b
+    t = Table(title=f"Param groups: {a.name} (last healthy) → {b.name} (first unhealthy)")
+    t.add_column("statistic")
+    names = [g.name for g in b.groups]
+    for name in names:
+        t.add_column(name, overflow="fold")
+    for stat in _ROWS:
+        cells = []
+        for name in names:
+            ga, gb = a.group(name), b.group(name)
+            va, vb = (ga.stat(stat) if ga else None), (gb.stat(stat) if gb else None)
+            cells.append(f"{fmt(va)} → {fmt(vb)}")
+        if any(c != "— → —" for c in cells):
+            t.add_row(stat, *cells)
+    t.add_row("drift |Δθ|/|θ|", *[fmt(res.pair.drift.get(n)) for n in names])
+    return t
+
+
+def _json(res: CheckpointBisect, changes: list[Any]) -> dict[str, Any]:
+    name = res.checkpoints.__getitem__
+    return {"mode": "checkpoints", "status": res.status,
+            "last_healthy": name(res.last_healthy) if res.last_healthy is not None else None,
+            "first_unhealthy": name(res.first_unhealthy) if res.first_unhealthy is not None else None,
+            "runs": res.runs, "factor": res.factor, "golden_loss": res.golden_loss, "checkpoints": res.checkpoints,
+            "probes": [p.to_dict() for p in res.probes],
+            "groups": res.pair.group_table() if res.pair is not None else [],
+            "changes": [r.to_dict() for r in changes],
+            "steps_between": res.pair.steps_between if res.pair is not None else None}
+
+
+def run_checkpoints_mode(*, con: Console, golden: str, checkpoints: str, pipeline: str | None, rtol: float,
+                         atol: float, tols: Sequence[str], json_path: str | None, html_path: str | None,
+                         factor: float = DEFAULT_FACTOR) -> int:
+    """Bisect the checkpoints matching `checkpoints` on GOLDEN's batch; print, write --json, return the exit code."""
+    _check_number("--rtol", rtol, 0.0)
+    _check_number("--atol", atol, 0.0)
+    _check_number("--factor", factor, 1.0, strict=True)
+    g = load_golden(golden)
+    per_stage = parse_stage_tolerances(tols, g.trace, atol)
+    files = find_checkpoints(checkpoints)
+    if len(files) < 2:
+        what = "no checkpoint" if not files else f"only {files[0].name}"
+        raise UsageError(f"--checkpoints {checkpoints!r} matched {what}; bisect needs at least two: a folder or a glob "
+                         f"of {'/'.join(SUFFIXES)} files or checkpoint-N/ folders")
+    try:
+        pipe, spec, source = _pipeline(g, pipeline)
+    except SystemExit as exc:
+        raise PipelineError(f"the pipeline exited (SystemExit {exc.code!r}) while loading; "
+                            "nothing was bisected") from None
+    seed = int(g.provenance.get("seed") or 0)
+    con.print(f"bisecting {len(files)} checkpoints ({files[0].name} … {files[-1].name}) with pipeline {spec} "
+              f"(from {source}) on the golden batch, seed {seed}, factor {factor:g}")
+    try:
+        res = bisect_checkpoints(pipe, files, seed=seed, golden=g.trace, golden_loss=_golden_loss(g), factor=factor,
+                                 tolerance=Tolerance(rtol, atol), per_stage=per_stage, progress=con.status)
+    except SystemExit as exc:
+        raise PipelineError(f"the pipeline exited (SystemExit {exc.code!r}) during a probe; "
+                            "nothing was bisected") from None
+    changes = judge_change(res.pair, factor) if res.pair is not None else []
+    findings = bisect_findings(res, changes)
+    con.print(_probe_table(res))
+    groups = _group_table(res)
+    if groups is not None:
+        con.print(groups)
+    if html_path:
+        con.print("note: bisect --checkpoints writes no HTML page yet; --json holds every probe and group")
+    return emit(con, findings, title="Findings", json_path=json_path, html_path=None,
+                fields={"bisect": _json(res, changes), "golden": str(g.path),
+                        "pipeline": {"spec": spec, "source": source, "seed": seed}})
