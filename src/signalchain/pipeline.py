@@ -49,6 +49,7 @@ OPTIONAL = {
     "train_step": "train_step(model, optimizer, batch, tap) -> StepOutput: one full update as the run does it",
     "config": "config: a JSON-able dict of the pipeline's settings (hashed into provenance)",
     "render": "render(model, batch, folder, sampling, tap) -> written files: generate, decode, write, read back",
+    "load_checkpoint": "load_checkpoint(path) -> (model, optimizer) or {model, optimizer}: a saved state, for bisect",
     "with_faults": "with_faults(names) -> the same pipeline with catalogue faults injected",
     "fault_catalogue": "fault_catalogue() -> [{name, family, cause, expected_ids, expected_stage, symptom}]",
 }

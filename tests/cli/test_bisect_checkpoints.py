@@ -96,3 +96,21 @@ def test_a_probe_costs_about_one_compare_rerun(run):
     per_probe = sum(p["seconds"] for p in probes) / len(probes)
     print(f"probe {per_probe * 1e3:.1f} ms, compare re-run {rerun * 1e3:.1f} ms, ratio {per_probe / rerun:.2f}")
     assert per_probe < 50 * rerun + 0.5  # generous: a machine shared by other jobs; the ratio is the record
+
+
+def test_the_bisect_command_reaches_checkpoint_mode_with_its_factor_and_writes_the_page(run):
+    from click.testing import CliRunner
+
+    from signalchain.cli import cli
+
+    page = run / "bisect.html"
+    res = CliRunner().invoke(cli, ["bisect", str(run / "golden"), "--checkpoints", str(run / "spiked"),
+                                   "--html", str(page)])
+    assert res.exit_code == 1, res.output
+    html = page.read_text()
+    assert "exp_avg_sq.max per param group" in html and "ckpt-013.pt (first unhealthy)" in html
+    assert html.count("<img") >= 3  # loss and per-group curves over the run
+    # a factor this loose calls every checkpoint healthy: the bad end no longer reproduces
+    res = CliRunner().invoke(cli, ["bisect", str(run / "golden"), "--checkpoints", str(run / "spiked"),
+                                   "--factor", "1e9"])
+    assert res.exit_code == 0 and "bisect.flaky" in res.output, res.output

@@ -21,6 +21,7 @@ from ..experiments.bisect._checkpoint_files import SUFFIXES, find_checkpoints
 from ..experiments.bisect.checkpoints import bisect_checkpoints
 from ..golden import Golden, Tolerance, load_golden, load_manifest_pipeline, manifest_pipeline_spec
 from ..records.checkpoints import CheckpointBisect, CheckpointHealth
+from ..report.bisect_page import render_checkpoints
 from ..report.describe import fmt
 from ._common import BUILTIN_PIPELINES, DEFAULT_PIPELINE, emit, resolve_pipeline
 from .golden_cmds import parse_stage_tolerances
@@ -139,8 +140,8 @@ def run_checkpoints_mode(*, con: Console, golden: str, checkpoints: str, pipelin
     groups = _group_table(res)
     if groups is not None:
         con.print(groups)
-    if html_path:
-        con.print("note: bisect --checkpoints writes no HTML page yet; --json holds every probe and group")
-    return emit(con, findings, title="Findings", json_path=json_path, html_path=None,
+    return emit(con, findings, title="Findings", json_path=json_path, html_path=html_path,
+                page=lambda: render_checkpoints(res, findings, f"pipeline {spec} · golden {g.path} · seed {seed}"),
+                rendering="rendering HTML…",
                 fields={"bisect": _json(res, changes), "golden": str(g.path),
                         "pipeline": {"spec": spec, "source": source, "seed": seed}})

@@ -65,11 +65,14 @@ def _check_modes(good: str | None, bad: str | None, repo: str | None, checkpoint
 @click.option("--cache", "cache_dir", default=None, metavar="DIR",
               help="Where per-commit results are kept (default: <git dir>/signalchain-bisect).")
 @click.option("--no-cache", is_flag=True, help="Run every probed commit again; keep nothing.")
+@click.option("--factor", type=float, default=10.0, show_default=True,
+              help="Checkpoints: how many times the good end's value a statistic may reach and still be healthy.")
 @common_options()
 @guarded
 def bisect(golden: str, good: str | None, bad: str | None, repo: str | None, checkpoints: str | None,
            pipeline: str | None, rtol: float, atol: float, tols: tuple[str, ...], timeout: float,
-           cache_dir: str | None, no_cache: bool, json_path: str | None, html_path: str | None, debug: bool) -> int:
+           cache_dir: str | None, no_cache: bool, factor: float, json_path: str | None, html_path: str | None,
+           debug: bool) -> int:
     """Find the first commit between --good and --bad whose golden run diverges where --bad's does.
 
     Both ends are re-run first: an end that does not behave as claimed is reported as flaky and
@@ -84,7 +87,8 @@ def bisect(golden: str, good: str | None, bad: str | None, repo: str | None, che
         from ._bisect_checkpoints import run_checkpoints_mode  # the checkpoint engineer's module
 
         return run_checkpoints_mode(con=con, golden=golden, checkpoints=checkpoints, pipeline=pipeline, rtol=rtol,
-                                    atol=atol, tols=tols, json_path=json_path, html_path=html_path)
+                                    atol=atol, tols=tols, json_path=json_path, html_path=html_path,
+                                    factor=factor)
     if not math.isfinite(timeout) or timeout <= 0:
         raise UsageError(f"--timeout {timeout!r} is not a duration: give seconds > 0 (e.g. 600)")
     if cache_dir and no_cache:
