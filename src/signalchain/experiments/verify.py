@@ -177,7 +177,7 @@ def run_verify(before: State, after: State, *, symptom: str | None = None, famil
     if control is None:
         control, note = default_control(names)
     else:
-        control = select_families(control)[0]
+        control = select_families(control)[0] if control else []  # (no name would select every family)
         note = f"control: {', '.join(control)} (named with --control)" if control else "control: none"
     overlap = sorted(set(control) & set(names))
     if overlap:
