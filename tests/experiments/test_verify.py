@@ -68,6 +68,11 @@ def test_measures_and_default_controls():
     drop = read_measure(choose_measure("flat-loss", []), [], {"overfit": {"series": {
         "loss on the golden batch": [[0, 1, 2, 3], [4.0, 3.0, 2.0, 1.0]]}}})
     assert drop == pytest.approx(0.75)
+    diverged = {"overfit": {"series": {"loss on the golden batch": [[0, 1, 2], [4.0, float("nan"), float("nan")]]}}}
+    assert read_measure(choose_measure("flat-loss", []), [], diverged) == 0.0
+    assert read_measure(choose_measure("flat-loss", []), [], {}) is None
+    table = {"verify.loss": {"kind": "table", "rows": [["loss", 1, 0, 1], ["loss.per_codebook", 4, 0, 4]]}}
+    assert read_measure(choose_measure("nan", []), [], table) == 5.0
 
 
 @pytest.mark.slow

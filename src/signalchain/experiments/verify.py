@@ -18,6 +18,7 @@ fails on the failing state still works as a control: only errors the failing sta
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
@@ -118,10 +119,12 @@ def read_measure(measure: Measure, findings: Sequence[Finding], metrics: Mapping
     if measure.name == "overfit_drop":
         fig = metrics.get("overfit") or {}
         ys = [float(y) for y in (fig.get("series", {}).get(_OVERFIT_SERIES) or [[], []])[1]]
-        if len(ys) < 2 or not ys[0] > 0:  # NaN or missing
+        if len(ys) < 2 or not math.isfinite(ys[0]) or ys[0] <= 0:
             return None
-        final = min(ys[-3:])  # the last few steps: one noisy step does not decide
-        return 1.0 - final / ys[0] if final == final else 0.0  # a NaN end: no drop
+        tail = ys[-3:]  # the last few steps: one noisy step does not decide
+        if not all(math.isfinite(y) for y in tail):
+            return 0.0  # a run that diverged has not dropped
+        return 1.0 - min(tail) / ys[0]
     if measure.name == "loss_nonfinite":
         table = metrics.get("verify.loss")
         if not table or not table.get("rows"):
