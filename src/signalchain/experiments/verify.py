@@ -38,8 +38,10 @@ __all__ = ["State", "PipelineState", "MEASURES", "CONTROL_CANDIDATES", "choose_m
 CONTROL_CANDIDATES = ("conditioning", "numerics", "audio")
 
 MEASURES = {
-    "overfit_drop": Measure("overfit_drop", "overfit drop (1 − final/initial loss on the golden batch)", True),
-    "loss_nonfinite": Measure("loss_nonfinite", "non-finite values in the loss taps of the golden step", False, 0.0),
+    "overfit_drop": Measure("overfit_drop", "overfit drop (1 − final/initial loss on the golden batch)", True,
+                            figure="overfit"),
+    "loss_nonfinite": Measure("loss_nonfinite", "non-finite values in the loss taps of the golden step", False,
+                              0.0, figure="verify.loss"),
     "errors": Measure("errors", "error findings of the symptom's families", False, 0.0),
 }
 

@@ -26,6 +26,7 @@ class Measure:
     title: str
     higher_is_better: bool
     goal: float | None = None
+    figure: str = ""  # the metrics key of the figure that shows it (drawn first on the page)
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,7 @@ def render_verify(findings: list[Finding], m: VerifyMeasurement, v: VerifyVerdic
         b, a = m.before[0].metrics, m.after[0].metrics
         curves = [k for k in dict.fromkeys(list(b) + list(a))
                   if (b.get(k) or a.get(k) or {}).get("kind") in ("curves", "bars", "table")]
+        curves.sort(key=lambda k: k != m.measure.figure)  # the measure's own figure first
         if curves:
             report.section(f"Measurements side by side (seed {m.seeds[0]})", _side_by_side(b, a, curves), "curves")
         audio = [k for k in dict.fromkeys(list(b) + list(a)) if (b.get(k) or a.get(k) or {}).get("kind") == "audio"]
