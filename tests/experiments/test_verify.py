@@ -43,10 +43,10 @@ class Memo:
     def __init__(self, state: PipelineState):
         self.state, self.name, self.kept = state, state.name, {}
 
-    def evaluate(self, seed, families):
-        key = (seed, tuple(families))
+    def evaluate(self, seed, families, golden=True):
+        key = (seed, tuple(families), golden)
         if key not in self.kept:
-            self.kept[key] = self.state.evaluate(seed, families)
+            self.kept[key] = self.state.evaluate(seed, families, golden)
         return self.kept[key]
 
 

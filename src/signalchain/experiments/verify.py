@@ -1,7 +1,8 @@
 """`verify`: run the doctor's families on a failing state and a fixed state, seed by seed.
 
-A *state* is anything with `name` and `evaluate(seed, families) -> (findings, metrics)`: the doctor's
-findings and figure dicts for those families on that seed. `PipelineState` runs the doctor in this
+A *state* is anything with `name` and `evaluate(seed, families, golden=True) -> (findings, metrics)`:
+the doctor's findings and figure dicts for those families on that seed (with `golden`, also the golden
+step's loss taps and audio; the control runs skip them). `PipelineState` runs the doctor in this
 process on a `Pipeline`; a state backed by a subprocess (a commit checked out elsewhere, whose
 `signalchain doctor --json` is read back) fits the same interface, because everything read here
 comes from what a doctor report holds: error findings, the overfit figure, the `verify.loss` table.
@@ -53,8 +54,9 @@ class State(Protocol):
 
     name: str
 
-    def evaluate(self, seed: int, families: Sequence[str]) -> tuple[list[Finding], dict[str, Any]]:
-        """The doctor's findings and figure dicts (with `verify.loss`) for `families` on `seed`."""
+    def evaluate(self, seed: int, families: Sequence[str], golden: bool = True) -> tuple[list[Finding], dict[str, Any]]:
+        """The doctor's findings and figure dicts for `families` on `seed`; with `golden`, also the golden
+        step's `verify.loss` table and `verify.audio.*` players (`golden_figures`)."""
         ...
 
 
@@ -65,10 +67,12 @@ class PipelineState:
                  progress: Callable[[str], None] | None = None):
         self.pipeline, self.name, self.budget, self.progress = pipeline, name, budget, progress
 
-    def evaluate(self, seed: int, families: Sequence[str]) -> tuple[list[Finding], dict[str, Any]]:
+    def evaluate(self, seed: int, families: Sequence[str], golden: bool = True) -> tuple[list[Finding], dict[str, Any]]:
         say = (lambda what: self.progress(f"{self.name} · seed {seed} · {what}")) if self.progress else None
         result = run_doctor(self.pipeline, families, seed=seed, budget=self.budget, progress=say)
         metrics = dict(result.metrics)
+        if not golden:
+            return list(result.findings), metrics
         trace = result.trace
         if trace is None:  # no family recorded the golden step: record it (one step) for the loss taps and audio
             from .capture import run_golden
@@ -161,7 +165,7 @@ def _side(state: State, seed: int, families: Sequence[str], control: Sequence[st
     t0 = time.perf_counter()
     try:
         findings, metrics = state.evaluate(seed, families)
-        control_findings = state.evaluate(seed, control)[0] if control else []
+        control_findings = state.evaluate(seed, control, golden=False)[0] if control else []
     except Exception as exc:  # the state itself could not run (not a crash inside the pipeline: the doctor keeps those)
         return SideRun(seed, [], [], None, time.perf_counter() - t0, failed=f"{type(exc).__name__}: {exc}")
     value = read_measure(measure, findings, metrics)
