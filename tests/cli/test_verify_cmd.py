@@ -65,6 +65,7 @@ def test_a_failing_state_that_does_not_fail_exits_1():
     (("--family", "numerics", "--control", "nope"), "unknown family 'nope'"),
     (("--family", "numerics", "--control", "numerics"), "also a family under test"),
     (("--symptom", "nope"), "nope"),
+    (("--family", "numerics", "--before-fault", "nope"), "unknown fault 'nope'"),
 ])
 def test_usage_errors_exit_2(args, says):
     res = verify(*args)

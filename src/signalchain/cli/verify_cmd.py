@@ -16,6 +16,7 @@ from ..pipeline import ProtocolView
 from ..report import console
 from ..report.verify_page import render_verify, verify_json, verify_lines, verify_table
 from ._common import common_options, emit, guarded, resolve_pipeline, shield_exits
+from .golden_cmds import _with_faults as with_faults
 
 __all__ = ["verify"]
 
@@ -60,7 +61,8 @@ def verify(before_spec: str | None, before_faults: tuple[str, ...], after_spec: 
         select_families(controls)
     sides = []
     for spec, faults in ((before_spec, before_faults), (after_spec, after_faults)):
-        pipe, name = resolve_pipeline(spec, faults)
+        pipe, name = resolve_pipeline(spec)
+        pipe = with_faults(pipe, name, faults)  # an unknown fault is a usage error, named now
         sides.append((ProtocolView(shield_exits(pipe)), name + "".join(f" +{f}" for f in faults)))
     err = console(stderr=True)
     t0 = time.perf_counter()
