@@ -16,6 +16,7 @@ from .doctor_cmd import doctor
 from .faults_cmd import faults
 from .golden_cmds import capture, compare, inspect
 from .listen_cmd import listen
+from .verify_cmd import verify
 
 __all__ = ["main", "cli"]
 
@@ -64,6 +65,7 @@ cli.add_command(faults)
 cli.add_command(audit)
 cli.add_command(listen)
 cli.add_command(bisect)
+cli.add_command(verify)
 
 
 def main() -> None:

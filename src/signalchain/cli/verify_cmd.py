@@ -1,0 +1,82 @@
+"""`signalchain verify`: confirm that a fix solved the right problem (the method's three tests)."""
+
+from __future__ import annotations
+
+import time
+
+import click
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from ..checks.verify import judge_verify, verdict_of
+from ..errors import UsageError
+from ..experiments.context import BUDGETS
+from ..experiments.doctor import SYMPTOMS, select_families
+from ..experiments.verify import PipelineState, run_verify
+from ..pipeline import ProtocolView
+from ..report import console
+from ..report.verify_page import render_verify, verify_json, verify_lines, verify_table
+from ._common import common_options, emit, guarded, resolve_pipeline, shield_exits
+from .golden_cmds import _with_faults as with_faults
+
+__all__ = ["verify"]
+
+_MAX_SEEDS = 50
+
+
+@click.command()
+@click.option("--before", "before_spec", default=None, metavar="SPEC",
+              help="The failing state: a pipeline as doctor's (default: the reference; hf-bed; pkg.mod:attr; "
+                   "path/file.py:attr).")
+@click.option("--before-fault", "before_faults", multiple=True, metavar="NAME",
+              help="Inject a catalogue fault into the failing state (repeatable).")
+@click.option("--after", "after_spec", default=None, metavar="SPEC", help="The fixed state (same forms as --before).")
+@click.option("--after-fault", "after_faults", multiple=True, metavar="NAME",
+              help="Inject a catalogue fault into the fixed state (repeatable).")
+@click.option("--symptom", type=click.Choice(list(SYMPTOMS)), default=None,
+              help="The failure the fix is meant to remove; selects the families (as doctor's).")
+@click.option("--family", "families", multiple=True, metavar="F", help="Run this family (repeatable).")
+@click.option("--control", "control", multiple=True, metavar="FAMILY",
+              help="A family the fix must not break (repeatable; default: cheap families outside the symptom's "
+                   "set: conditioning, numerics, audio; 'none' for no control).")
+@click.option("--seeds", type=int, default=3, show_default=True, help="Run seeds 0..N-1.")
+@click.option("--budget", type=click.Choice(list(BUDGETS)), default="economy", show_default=True,
+              help="How many steps the experiments may take (as doctor's).")
+@common_options()
+@guarded
+def verify(before_spec: str | None, before_faults: tuple[str, ...], after_spec: str | None,
+           after_faults: tuple[str, ...], symptom: str | None, families: tuple[str, ...], control: tuple[str, ...],
+           seeds: int, budget: str, json_path: str | None, html_path: str | None, debug: bool) -> int:
+    """Confirm that a fix solved the right problem: run the --symptom's families (or --family) on the failing
+    state (--before, --before-fault) and the fixed one (--after, --after-fault) over --seeds seeds, and test that
+    (1) every error of the failing state is gone and the symptom's measure improved, (2) the control families
+    show no new error, (3) the verdict holds on every seed. Exit 0 fixed, 1 not confirmed, 2 usage."""
+    con = console()
+    if not 1 <= seeds <= _MAX_SEEDS:
+        raise UsageError(f"--seeds {seeds} is not a number of seeds: give 1 to {_MAX_SEEDS} (3 is the default)")
+    if symptom is None and not families:
+        raise UsageError("verify needs --symptom S or --family F: which failure is the fix meant to remove?")
+    select_families(families, symptom)  # fail fast on a bad name
+    controls = None if not control else ([] if list(control) == ["none"] else list(control))
+    if controls:
+        select_families(controls)
+    sides = []
+    for spec, faults in ((before_spec, before_faults), (after_spec, after_faults)):
+        pipe, name = resolve_pipeline(spec)
+        pipe = with_faults(pipe, name, faults)  # an unknown fault is a usage error, named now
+        sides.append((ProtocolView(shield_exits(pipe)), name + "".join(f" +{f}" for f in faults)))
+    err = console(stderr=True)
+    t0 = time.perf_counter()
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
+                  transient=True, disable=not err.is_terminal) as bar:
+        task = bar.add_task("verify: starting", total=None)
+        say = lambda what: bar.update(task, description=f"verify: {what}")  # noqa: E731
+        before, after = (PipelineState(p, n, budget, progress=say) for p, n in sides)
+        m = run_verify(before, after, symptom=symptom, families=families, control=controls,
+                       seeds=range(seeds), budget=budget)
+    seconds = time.perf_counter() - t0
+    findings = judge_verify(m)
+    v = verdict_of(m)
+    return emit(con, findings, title=f"verify · {v.verdict}", show=[verify_table(m, v), *verify_lines(m, v),
+                                                                   f"{seconds:.1f} s"],
+                json_path=json_path, fields=dict(verify=verify_json(m, v), seconds=round(seconds, 2)),
+                html_path=html_path, page=lambda: render_verify(findings, m, v, seconds))
