@@ -5,6 +5,7 @@ Imported only when a test compares (it imports the golden and report machinery).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -32,13 +33,13 @@ def _line(label: str, text: str) -> str:
     return f"  {label:<{_WIDTH}}{text}"
 
 
-def _numbers(diff: StageDiff) -> list[tuple[str, str]]:
-    """(label, text) rows for the numbers of one divergent stage."""
+def _numbers(diff: StageDiff, size: int | None) -> list[tuple[str, str]]:
+    """(label, text) rows for the numbers of one divergent stage (`size`: how many values it has)."""
     d = diff.detail
     if "mismatches" not in d:  # shape/dtype/kind changed, text, json, scalar, summary-only
         return [("difference", describe_diff(diff))]
-    total = f" ({fmt(100 * d.get('fraction', 0.0), 3)}%)"
-    rows = [("mismatches", f"{d['mismatches']} values{total}")]
+    of = f" of {size}" if size else ""
+    rows = [("mismatches", f"{d['mismatches']}{of} values differ ({fmt(100 * d.get('fraction', 0.0), 3)}%)")]
     if "first_index" in d:
         rows.append(("first at", f"{d['first_index']}: golden {fmt(d.get('golden_value'), 6)} → "
                                  f"new {fmt(d.get('new_value'), 6)}"))
@@ -81,7 +82,8 @@ def failure_message(comparison: Comparison, golden: Golden, tolerances: Mapping[
              f"{failing} of {len(names)} stages differ",
              _line("golden", f"{folder} ({_provenance(golden)})"),
              _line("pipeline", pipeline)]
-    lines += [_line(label, text) for label, text in _numbers(first)]
+    size = math.prod(rec.shape) if rec is not None and rec.shape else None
+    lines += [_line(label, text) for label, text in _numbers(first, size)]
     if first.stage in tolerances:
         lines.append(_line("tolerance", describe_tolerance(*tolerances[first.stage])))
     lines.append(_line("last match", names[at - 1] if at > 0 else "none (the very first stage differs)"))
