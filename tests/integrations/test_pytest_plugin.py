@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import tomllib
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -62,7 +61,8 @@ def test_toy(signalchain_golden):
 
 def test_half(signalchain_golden):
     rtol = os.environ.get("HALF_RTOL")
-    signalchain_golden(HalfPipeline(), "golden/half", per_stage={"features.scaled": (float(rtol), 1e-5)} if rtol else None)
+    per_stage = {"features.scaled": (float(rtol), 1e-5)} if rtol else None
+    signalchain_golden(HalfPipeline(), "golden/half", per_stage=per_stage)
 
 
 def test_spec():
@@ -121,7 +121,8 @@ def test_update_then_unchanged_then_a_changed_stage(project):
     result.assert_outcomes(failed=1, deselected=2)
     out = result.stdout.str()
     result.stdout.fnmatch_lines([
-        "E*AssertionError: golden batch mismatch: first divergent stage 'tokens' (tensor, int64), 5 of 12 stages differ",
+        "E*AssertionError: golden batch mismatch: first divergent stage 'tokens' (tensor, int64), 5 of 12 stages "
+        "differ",
         "E*golden     */golden/toy (seed 0, captured *)",
         "E*pipeline   toy",
         "E*mismatches 1 of 160 values differ (0.625%)",
@@ -203,6 +204,7 @@ def test_spec_string_and_seed_mismatch(project):
 
 
 def test_pyproject_declares_the_entry_point():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert project["entry-points"]["pytest11"] == {"signalchain": MODULE}
 
