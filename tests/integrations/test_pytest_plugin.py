@@ -125,7 +125,7 @@ def test_update_then_unchanged_then_a_changed_stage(project):
         "differ",
         "E*golden     */golden/toy (seed 0, captured *)",
         "E*pipeline   toy",
-        "E*mismatches 1 of 160 values differ (0.625%)",
+        "E*values     1 of 160 differ (0.625%)",
         "E*first at   [[]0, 0, 3]: golden 8 → new 9",
         "E*tolerance  exact (int64)",
         "E*last match audio.cropped",

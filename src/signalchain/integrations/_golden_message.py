@@ -39,7 +39,7 @@ def _numbers(diff: StageDiff, size: int | None) -> list[tuple[str, str]]:
     if "mismatches" not in d:  # shape/dtype/kind changed, text, json, scalar, summary-only
         return [("difference", describe_diff(diff))]
     of = f" of {size}" if size else ""
-    rows = [("mismatches", f"{d['mismatches']}{of} values differ ({fmt(100 * d.get('fraction', 0.0), 3)}%)")]
+    rows = [("values", f"{d['mismatches']}{of} differ ({fmt(100 * d.get('fraction', 0.0), 3)}%)")]
     if "first_index" in d:
         rows.append(("first at", f"{d['first_index']}: golden {fmt(d.get('golden_value'), 6)} → "
                                  f"new {fmt(d.get('new_value'), 6)}"))
