@@ -64,6 +64,8 @@ def test_update_then_compare_then_fail(tmp_path, monkeypatch):
     assert_matches_golden(ToyPipeline("loss"), "g", per_stage={"loss": (1.5, 0)})  # loosened on purpose
     with pytest.raises(UsageError, match=r"per_stage for stage 'tokens', which is tensor of int64"):
         assert_matches_golden(ToyPipeline(), "g", per_stage={"tokens": (1, 1)})
+    with pytest.raises(UsageError, match=r"per_stage for stage 'logit', which the golden does not have"):
+        assert_matches_golden(ToyPipeline(), "g", update=True, per_stage={"logit": (1, 1)})
     with pytest.raises(UsageError, match=r"suggest=1: give the number of runs to measure"):
         assert_matches_golden(ToyPipeline(), "g", update=True, suggest=1)
 

@@ -117,8 +117,8 @@ def _check(pipe: Any, spec: str | None, folder: Path, seed: int, tol: Any, per_s
     return comparison
 
 
-def _update(pipe: Any, spec: str | None, folder: Path, seed: int, suggest: int | None,
-            margin: float) -> str:
+def _update(pipe: Any, spec: str | None, folder: Path, seed: int, suggest: int | None, margin: float,
+            tol: Any, per_stage: Any) -> str:
     """Capture and write the golden (and suggested tolerances); return the note of what was written."""
     from .._atomic import write_text_atomic
     from ..errors import GoldenFileError, UsageError
@@ -146,6 +146,7 @@ def _update(pipe: Any, spec: str | None, folder: Path, seed: int, suggest: int |
         previous, kept, kept_text = None, None, None
     run = run_golden(pipe, seed)
     defaults = stage_tolerances(run.trace)
+    resolve_tolerances(run.trace, per_stage, default=tol)  # a typo in an override shows now, not at the next run
     suggested = None
     if suggest:
         traces = [run.trace] + [run_golden(pipe, seed).trace for _ in range(suggest - 1)]
@@ -202,7 +203,7 @@ def assert_matches_golden(pipeline: Any, path: str | os.PathLike[str], *, seed: 
     pipe, spec = _pipeline(pipeline)
     if not update:
         return _check(pipe, spec, folder, seed, tol, per_stage, in_pytest=session is not None)
-    note = _update(pipe, spec, folder, seed, suggest, margin)
+    note = _update(pipe, spec, folder, seed, suggest, margin, tol, per_stage)
     if session is not None:
         test = _test_name()
         session.notes.append(f"{test}: {note}" if test else note)
