@@ -69,10 +69,6 @@ def _pipeline(pipeline: Any) -> tuple[Any, str | None]:
     return pipeline, None
 
 
-def _fail(message: str) -> AssertionError:
-    return AssertionError(message)
-
-
 def _load(folder: Path, in_pytest: bool, name: str, seed: int) -> Any:
     __tracebackhide__ = True
     from .._atomic import previous_dir
@@ -81,13 +77,13 @@ def _load(folder: Path, in_pytest: bool, name: str, seed: int) -> Any:
     from ._golden_message import update_hint
 
     if not os.path.lexists(folder) and not os.path.lexists(previous_dir(folder)):
-        raise _fail(f"no golden batch at {folder} (pipeline {name!r}, seed {seed}); goldens are never created "
-                    f"silently. Create it on purpose: {update_hint(in_pytest)}")
+        raise AssertionError(f"no golden batch at {folder} (pipeline {name!r}, seed {seed}); goldens are never "
+                             f"created silently. Create it on purpose: {update_hint(in_pytest)}")
     try:
         return load_golden(folder)
     except GoldenFileError as exc:
-        raise _fail(f"the golden batch at {folder} cannot be used: {exc}\nIf it is stale rather than tampered "
-                    f"with, re-capture it: {update_hint(in_pytest)}") from None
+        raise AssertionError(f"the golden batch at {folder} cannot be used: {exc}\nIf it is stale rather than "
+                             f"tampered with, re-capture it: {update_hint(in_pytest)}") from None
 
 
 def _check(pipe: Any, spec: str | None, folder: Path, seed: int, tol: Any, per_stage: Any, in_pytest: bool) -> Any:
@@ -101,19 +97,19 @@ def _check(pipe: Any, spec: str | None, folder: Path, seed: int, tol: Any, per_s
     golden = _load(folder, in_pytest, name, seed)
     captured = (golden.provenance or {}).get("seed")
     if isinstance(captured, int) and captured != seed:
-        raise _fail(f"the golden batch at {folder} was captured with seed {captured}, this test runs seed {seed}; "
-                    f"pass seed={captured}, or re-capture: {update_hint(in_pytest)}")
+        raise AssertionError(f"the golden batch at {folder} was captured with seed {captured}, this test runs "
+                             f"seed {seed}; pass seed={captured}, or re-capture: {update_hint(in_pytest)}")
     try:
         suggested = read_tolerances(golden.path, golden.trace)
     except GoldenFileError as exc:
-        raise _fail(str(exc)) from None
+        raise AssertionError(str(exc)) from None
     resolved = resolve_tolerances(golden.trace, per_stage, default=tol, suggested=suggested)
     run = run_golden(pipe, seed)
     comparison = compare_traces(golden.trace, run.trace, Tolerance(),
                                 per_stage={stage: t for stage, (t, _src) in resolved.items()})
     if not comparison.identical:
-        raise _fail(failure_message(comparison, golden, resolved, pipeline=name, in_pytest=in_pytest,
-                                    folder=folder))
+        raise AssertionError(failure_message(comparison, golden, resolved, pipeline=name, in_pytest=in_pytest,
+                                             folder=folder))
     return comparison
 
 
@@ -138,12 +134,13 @@ def _update(pipe: Any, spec: str | None, folder: Path, seed: int, suggest: int |
     )
 
     check_target(folder)  # refuse, before the run, a folder that is not a golden
+    previous, kept, kept_text = None, None, None
     try:
         previous = load_golden(folder)
-        kept = read_tolerances(previous.path)
+        kept = read_tolerances(previous.path, previous.trace)
         kept_text = (previous.path / TOLERANCES).read_text(encoding="utf-8") if kept else None
     except (GoldenFileError, OSError):
-        previous, kept, kept_text = None, None, None
+        pass  # no previous golden (or tolerances) worth comparing with or keeping: it is being replaced
     run = run_golden(pipe, seed)
     defaults = stage_tolerances(run.trace)
     resolve_tolerances(run.trace, per_stage, default=tol)  # a typo in an override shows now, not at the next run
@@ -154,7 +151,8 @@ def _update(pipe: Any, spec: str | None, folder: Path, seed: int, suggest: int |
     save_golden(folder, run.trace, collect_provenance(pipe, spec=spec, seed=seed))
     parts = [f"wrote golden {folder} ({len(run.trace)} stages, seed {seed})"]
     if previous is not None:
-        first = compare_traces(previous.trace, run.trace, per_stage=stage_tolerances(previous.trace)).first_divergence
+        was = stage_tolerances(previous.trace, suggested=kept)
+        first = compare_traces(previous.trace, run.trace, per_stage=was).first_divergence
         parts.append("same as the previous golden" if first is None
                      else f"the previous golden differed first at {first.stage!r}")
     if suggested is not None:
