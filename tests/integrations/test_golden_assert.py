@@ -70,6 +70,15 @@ def test_update_then_compare_then_fail(tmp_path, monkeypatch):
         assert_matches_golden(ToyPipeline(), "g", update=True, suggest=1)
 
 
+def test_a_damaged_golden_fails_with_the_loaders_reason(tmp_path):
+    folder = tmp_path / "g"
+    assert_matches_golden(ToyPipeline(), folder, update=True)
+    manifest = folder / "manifest.json"
+    manifest.write_text(manifest.read_text().replace('"seed": 0', '"seed": 1'))
+    with pytest.raises(AssertionError, match=r"cannot be used: .*manifest.json: was changed after capture"):
+        assert_matches_golden(ToyPipeline(), folder)
+
+
 def test_suggested_tolerances_cover_nondeterminism_that_defaults_do_not(tmp_path):
     folder = tmp_path / "noisy"
     assert_matches_golden(NoisyPipeline(), folder, update=True)
