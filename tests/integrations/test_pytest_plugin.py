@@ -107,6 +107,7 @@ def test_missing_golden_fails_and_says_how_to_create_it(project):
     assert not (project.path / "golden").exists()
 
 
+@pytest.mark.slow
 def test_update_then_unchanged_then_a_changed_stage(project):
     result = project("--signalchain-update")
     result.assert_outcomes(passed=3)
@@ -146,6 +147,7 @@ def test_update_then_unchanged_then_a_changed_stage(project):
     project("-k", "toy", TOY_CHANGE="crop").assert_outcomes(passed=1, deselected=2)
 
 
+@pytest.mark.slow
 def test_float16_stage_uses_its_dtype_default_and_per_stage_overrides(project):
     project("-k", "half", "--signalchain-update").assert_outcomes(passed=1, deselected=2)
     project("-k", "half", HALF_PERTURB="5e-4").assert_outcomes(passed=1, deselected=2)  # within rtol 1e-3
@@ -158,6 +160,7 @@ def test_float16_stage_uses_its_dtype_default_and_per_stage_overrides(project):
     project("-k", "half", HALF_PERTURB="5e-3", HALF_RTOL="1e-2").assert_outcomes(passed=1, deselected=2)
 
 
+@pytest.mark.slow
 def test_suggested_tolerances_are_stored_read_kept_and_validated(project):
     result = project("-k", "half", "--signalchain-update", "--signalchain-suggest", "3")
     result.assert_outcomes(passed=1, deselected=2)
@@ -180,6 +183,7 @@ def test_suggested_tolerances_are_stored_read_kept_and_validated(project):
                                  "is -1, expected a finite number >= 0"])
 
 
+@pytest.mark.slow
 def test_bad_options_and_targets_are_refused(project):
     result = project("--signalchain-suggest", "3")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -196,6 +200,7 @@ def test_bad_options_and_targets_are_refused(project):
     assert (notes / "notes.txt").read_text() == "mine"
 
 
+@pytest.mark.slow
 def test_spec_string_and_seed_mismatch(project):
     project("-k", "spec", "--signalchain-update").assert_outcomes(passed=1, deselected=2)
     project("-k", "spec").assert_outcomes(passed=1, deselected=2)
