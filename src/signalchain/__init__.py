@@ -2,14 +2,26 @@
 
 Public API (DESIGN §1, layer 5). User code needs only `tap` and, for the command line, an object
 honouring `Pipeline`.
+
+`import signalchain` is cheap (no numpy, torch or pydantic): every name below but the errors and
+the version loads on first use, because the pytest plugin imports this package in every pytest
+session of anyone who installs signalchain.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
 
 from ._version import __version__
 from .errors import GoldenFileError, PipelineError, SignalchainError, TraceError, UsageError
-from .findings import Finding, Severity
-from .golden import Comparison, Golden, Tolerance, compare_traces, load_golden, save_golden
-from .pipeline import Pipeline, StepOutput, load_pipeline
-from .trace import StageRecord, Trace, record, tap
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` imports each on first use
+    from .findings import Finding, Severity
+    from .golden import Comparison, Golden, Tolerance, compare_traces, load_golden, save_golden
+    from .monitor import Monitor
+    from .pipeline import Pipeline, StepOutput, load_pipeline
+    from .trace import StageRecord, Trace, record, tap
 
 __all__ = [
     "Comparison",
@@ -36,10 +48,24 @@ __all__ = [
     "tap",
 ]
 
+_LAZY = {
+    "Finding": "findings", "Severity": "findings",
+    "Comparison": "golden", "Golden": "golden", "Tolerance": "golden", "compare_traces": "golden",
+    "load_golden": "golden", "save_golden": "golden",
+    "Monitor": "monitor",  # imports torch
+    "Pipeline": "pipeline", "StepOutput": "pipeline", "load_pipeline": "pipeline",
+    "StageRecord": "trace", "Trace": "trace", "record": "trace", "tap": "trace",
+}
 
-def __getattr__(name: str) -> object:  # `Monitor` imports torch: load it on first use, keep `import signalchain` light
-    if name == "Monitor":
-        from .monitor import Monitor
 
-        return Monitor
-    raise AttributeError(f"module 'signalchain' has no attribute {name!r}")
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'signalchain' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # the next access is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -15,11 +15,12 @@ from pathlib import Path
 from .._atomic import previous_dir
 from ..errors import GoldenFileError
 
-__all__ = ["MANIFEST", "VALUES", "AUDIO_DIR", "GoldenDir", "golden_folder", "refuse_code"]
+__all__ = ["MANIFEST", "VALUES", "AUDIO_DIR", "TOLERANCES", "GoldenDir", "golden_folder", "refuse_code"]
 
 MANIFEST = "manifest.json"
 VALUES = "values.safetensors"
 AUDIO_DIR = "audio"
+TOLERANCES = "tolerances.json"  # suggested tolerances beside the golden (tolerance_file.py), not in the manifest
 _PICKLE_MAGIC = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")
 _ZIP_MAGIC = b"PK\x03\x04"  # torch.save's archive format, which holds pickles
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .._atomic import previous_dir
 from ..errors import GoldenFileError, UsageError
-from ._files import AUDIO_DIR, MANIFEST
+from ._files import AUDIO_DIR, MANIFEST, TOLERANCES
 
 __all__ = ["check_target", "sweep_stale", "make_temp", "swap_in", "fsync_tree", "temp_pattern"]
 
@@ -74,7 +74,7 @@ def _foreign_entries(folder: Path, manifest: dict) -> list[str]:
             for sub in sorted(os.scandir(entry.path), key=lambda e: e.name):
                 if sub.is_symlink() or f"{AUDIO_DIR}/{sub.name}" not in listed:
                     foreign.append(f"{AUDIO_DIR}/{sub.name}")
-        elif rel not in listed and rel not in (MANIFEST, _REPORT):
+        elif rel not in listed and rel not in (MANIFEST, _REPORT, TOLERANCES):
             foreign.append(rel)
     return foreign
 
