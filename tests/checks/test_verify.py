@@ -59,6 +59,21 @@ def test_a_hidden_symptom_persists_where_the_measure_still_fails():
     assert found[0].evidence["hidden_on"] == [0, 1, 2]
 
 
+def test_an_error_the_fix_only_downgrades_to_a_warning_at_its_stage_persists():
+    # the numerics family's "the loss and the gradients are still finite": the source is still there
+    warning = {"id": "nonfinite.first", "severity": "warning", "stage": "loss", "message": "still finite"}
+    elsewhere = dict(warning, stage="logits")
+    after = [run(s, [], 0.0) for s in range(3)]
+    for a in after:
+        a.findings = [warning]
+    m = verification([run(s, [FIRST], 5.0) for s in range(3)], after, NONFINITE)
+    found = judge_verify(m)
+    assert [f.id for f in found] == ["verify.failure_persists"] and found[0].stage == "loss"
+    for a in after:  # the same id at another stage is not the same failure
+        a.findings = [elsewhere]
+    assert ids(m) == ["verify.fixed"]
+
+
 def test_a_measure_that_does_not_improve_is_not_a_fix():
     m = verification([run(s, [GRAD], 0.1) for s in range(3)], [run(s, [], 0.05) for s in range(3)])
     assert ids(m) == ["verify.failure_persists"]

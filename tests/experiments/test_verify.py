@@ -122,9 +122,6 @@ def test_a_failing_state_that_does_not_fail_is_not_reproducible():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="the numerics trigger reads the loss, the gradient norm and the weights only; "
-                   "nan_to_num on the loss makes all three finite (its backward zeroes the gradient), so no replay "
-                   "runs and the 0·log 0 in the loss is never located. verify catches it from the loss taps.")
 def test_the_numerics_family_still_locates_the_source_under_nan_to_num():
     r = run_doctor(ProtocolView(fix("masked_nan")), ["numerics"], seed=0, budget="economy")
     assert any(f.id == "nonfinite.first" and f.stage in ("loss", "loss.per_codebook") for f in r.findings)

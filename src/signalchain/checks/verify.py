@@ -39,10 +39,17 @@ def _improvement(measure: Measure, before: float | None, after: float | None) ->
     return (after - before) if measure.higher_is_better else (before - after)
 
 
+def _downgraded(before: SideRun, after: SideRun) -> list[ErrorSeen]:
+    """The failing state's errors that the fixed state still reports at the same stage, as warnings."""
+    wanted = {(e.id, e.stage) for e in before.errors}
+    return [ErrorSeen(str(f.get("id")), f.get("stage"), str(f.get("message", ""))) for f in after.findings
+            if f.get("severity") == "warning" and (f.get("id"), f.get("stage")) in wanted]
+
+
 def judge_seed(before: SideRun, after: SideRun, measure: Measure) -> SeedVerdict:
     """The three tests on one seed."""
     reproduced = before.failed is None and bool(before.errors)
-    persisting = [e for e in after.errors if e.id in _ids(before.errors)]
+    persisting = [e for e in after.errors if e.id in _ids(before.errors)] + _downgraded(before, after)
     regressed = ([e for e in after.errors if e.id not in _ids(before.errors)]
                  + [e for e in after.control_errors if e.id not in _ids(before.control_errors)])
     gain = _improvement(measure, before.measure, after.measure)

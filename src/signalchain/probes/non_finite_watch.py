@@ -47,7 +47,7 @@ def _floats(obj: Any) -> list[torch.Tensor]:
 
 def _maybe_nonfinite(t: torch.Tensor) -> bool:
     """False proves `t` finite; True may be a finite tensor whose sum overflowed (checked exactly after)."""
-    return not math.isfinite(float(t.sum(dtype=torch.float32)))
+    return not math.isfinite(float(t.detach().sum(dtype=torch.float32)))
 
 
 def _flags(t: torch.Tensor) -> tuple[bool, bool]:

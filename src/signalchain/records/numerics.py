@@ -120,7 +120,8 @@ class StateScan:
 class NumericsMeasurement:
     """The numerics family's run: state before any update, a few cheap-checked updates, the replay.
 
-    trigger: what fired on update `trigger_step` ("loss", "grad", "state", "error"), None if nothing.
+    trigger: what fired on update `trigger_step` ("loss", "grad", "state", "tap": a tapped float value
+    held a NaN while the loss and gradients were finite, "error"), None if nothing.
     """
 
     before: StateScan

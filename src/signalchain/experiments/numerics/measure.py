@@ -2,8 +2,9 @@
 
 Before anything runs, the model and optimizer state are scanned (a resumed checkpoint may bring
 NaN with it). Then each update is checked the way the Monitor checks a user's loop — loss finite,
-gradients finite before the optimizer step, parameters finite after it — and the first update that
-fails is restored from its snapshot and replayed under the locator. Most runs never fire, and then
+gradients finite before the optimizer step, parameters finite after it, no NaN in a tapped float
+value (a loss made finite by `nan_to_num` over a NaN source still shows it upstream) — and the
+first update that fails is restored from its snapshot and replayed under the locator. Most runs never fire, and then
 the family costs a few plain updates.
 """
 
@@ -60,6 +61,8 @@ def measure_numerics(ctx: Context) -> NumericsMeasurement:
                 trigger = "grad"
             elif not _params_finite(model):
                 trigger = "state"
+            elif probe.nan_stage is not None:  # the loss was made finite over a NaN that a tap still shows
+                trigger = "tap"
             report.losses.append(loss)
             if probe.grad_norm is not None:
                 report.grad_norms.append(probe.grad_norm)
