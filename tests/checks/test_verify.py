@@ -74,6 +74,15 @@ def test_an_error_the_fix_only_downgrades_to_a_warning_at_its_stage_persists():
     assert ids(m) == ["verify.fixed"]
 
 
+def test_a_measure_already_at_its_goal_on_the_failing_state_does_not_decide():
+    # NaN in Adam's state from a checkpoint: the loss taps are finite on both sides; the errors decide
+    state = ErrorSeen("nonfinite.optimizer_state", "optimizer")
+    m = verification([run(s, [state], 0.0) for s in range(2)], [run(s, [], 0.0) for s in range(2)], NONFINITE)
+    assert ids(m) == ["verify.fixed"]
+    m = verification([run(s, [state], 0.0) for s in range(2)], [run(s, [state], 0.0) for s in range(2)], NONFINITE)
+    assert ids(m) == ["verify.failure_persists"]
+
+
 def test_a_measure_that_does_not_improve_is_not_a_fix():
     m = verification([run(s, [GRAD], 0.1) for s in range(3)], [run(s, [], 0.05) for s in range(3)])
     assert ids(m) == ["verify.failure_persists"]

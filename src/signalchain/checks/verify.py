@@ -39,6 +39,12 @@ def _improvement(measure: Measure, before: float | None, after: float | None) ->
     return (after - before) if measure.higher_is_better else (before - after)
 
 
+def _at_goal(measure: Measure, value: float | None) -> bool:
+    if measure.goal is None or value is None:
+        return False
+    return value >= measure.goal if measure.higher_is_better else value <= measure.goal
+
+
 def _downgraded(before: SideRun, after: SideRun) -> list[ErrorSeen]:
     """The failing state's errors that the fixed state still reports at the same stage, as warnings."""
     wanted = {(e.id, e.stage) for e in before.errors}
@@ -54,9 +60,8 @@ def judge_seed(before: SideRun, after: SideRun, measure: Measure) -> SeedVerdict
                  + [e for e in after.control_errors if e.id not in _ids(before.control_errors)])
     gain = _improvement(measure, before.measure, after.measure)
     measure_ok: bool | None = None
-    if gain is not None:
-        reached = measure.goal is None or (
-            after.measure >= measure.goal if measure.higher_is_better else after.measure <= measure.goal)  # type: ignore[operator]
+    if gain is not None and not _at_goal(measure, before.measure):  # a measure blind to this failure: errors decide
+        reached = measure.goal is None or _at_goal(measure, after.measure)
         measure_ok = gain > 0 and reached
     failure_gone = reproduced and after.failed is None and not persisting and measure_ok is not False
     return SeedVerdict(before.seed, reproduced, persisting, regressed, gain, measure_ok, failure_gone,
@@ -81,7 +86,9 @@ def improvement_interval(gains: Sequence[float], level: float = 0.95) -> Interva
 
 def verdict_of(m: VerifyMeasurement) -> VerifyVerdict:
     seeds = [judge_seed(b, a, m.measure) for b, a in zip(m.before, m.after)]
-    interval = improvement_interval([s.improvement for s in seeds if s.improvement is not None])
+    # only seeds where the measure can see the failure (not already at its goal on the failing state)
+    interval = improvement_interval([s.improvement for s in seeds if s.improvement is not None
+                                     and s.measure_ok is not None])
     reproduced = [s for s in seeds if s.reproduced]
     failure_gone = bool(reproduced) and all(s.failure_gone for s in reproduced)
     if interval is not None and failure_gone:

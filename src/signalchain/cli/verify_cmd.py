@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import click
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -12,6 +13,7 @@ from ..errors import UsageError
 from ..experiments.context import BUDGETS
 from ..experiments.doctor import SYMPTOMS, select_families
 from ..experiments.verify import PipelineState, run_verify
+from ..experiments.verify_states import CheckpointPipeline, CommitState, checkpoint_file
 from ..pipeline import ProtocolView
 from ..report import console
 from ..report.verify_page import render_verify, verify_json, verify_lines, verify_table
@@ -29,9 +31,18 @@ _MAX_SEEDS = 50
                    "path/file.py:attr).")
 @click.option("--before-fault", "before_faults", multiple=True, metavar="NAME",
               help="Inject a catalogue fault into the failing state (repeatable).")
-@click.option("--after", "after_spec", default=None, metavar="SPEC", help="The fixed state (same forms as --before).")
+@click.option("--after", "after_spec", default=None, metavar="SPEC",
+              help="The fixed state (same forms as --before; default: --before's pipeline).")
 @click.option("--after-fault", "after_faults", multiple=True, metavar="NAME",
               help="Inject a catalogue fault into the fixed state (repeatable).")
+@click.option("--repo", default=None, metavar="DIR",
+              help="With --before-rev/--after-rev: the git repository (default: the current folder).")
+@click.option("--before-rev", default=None, metavar="REV",
+              help="The failing state is --before's pipeline as commit REV has it (run in a worktree).")
+@click.option("--after-rev", default=None, metavar="REV", help="The fixed state at commit REV (as --before-rev).")
+@click.option("--before-checkpoint", default=None, metavar="PATH",
+              help="The failing state's models start from this checkpoint (weights and optimizer state).")
+@click.option("--after-checkpoint", default=None, metavar="PATH", help="The fixed state's checkpoint.")
 @click.option("--symptom", type=click.Choice(list(SYMPTOMS)), default=None,
               help="The failure the fix is meant to remove; selects the families (as doctor's).")
 @click.option("--family", "families", multiple=True, metavar="F", help="Run this family (repeatable).")
@@ -44,8 +55,10 @@ _MAX_SEEDS = 50
 @common_options()
 @guarded
 def verify(before_spec: str | None, before_faults: tuple[str, ...], after_spec: str | None,
-           after_faults: tuple[str, ...], symptom: str | None, families: tuple[str, ...], control: tuple[str, ...],
-           seeds: int, budget: str, json_path: str | None, html_path: str | None, debug: bool) -> int:
+           after_faults: tuple[str, ...], repo: str | None, before_rev: str | None, after_rev: str | None,
+           before_checkpoint: str | None, after_checkpoint: str | None, symptom: str | None,
+           families: tuple[str, ...], control: tuple[str, ...], seeds: int, budget: str, json_path: str | None,
+           html_path: str | None, debug: bool) -> int:
     """Confirm that a fix solved the right problem: run the --symptom's families (or --family) on the failing
     state (--before, --before-fault) and the fixed one (--after, --after-fault) over --seeds seeds, and test that
     (1) every error of the failing state is gone and the symptom's measure improved, (2) the control families
@@ -59,18 +72,37 @@ def verify(before_spec: str | None, before_faults: tuple[str, ...], after_spec: 
     controls = None if not control else ([] if list(control) == ["none"] else list(control))
     if controls:
         select_families(controls)
+    if repo is not None and not (before_rev or after_rev):
+        raise UsageError("--repo goes with --before-rev/--after-rev (the commits to verify)")
+    after_spec = after_spec or before_spec  # the same code, without the fault, at another commit or checkpoint
     sides = []
-    for spec, faults in ((before_spec, before_faults), (after_spec, after_faults)):
+    for side, spec, faults, rev, ckpt in (("before", before_spec, before_faults, before_rev, before_checkpoint),
+                                          ("after", after_spec, after_faults, after_rev, after_checkpoint)):
+        if rev is not None:
+            if faults or ckpt:
+                raise UsageError(f"--{side}-rev runs the commit's own code: --{side}-fault and --{side}-checkpoint "
+                                 "go with a pipeline state, not a commit")
+            spec = spec or before_spec or after_spec
+            if not spec:
+                raise UsageError(f"--{side}-rev needs the pipeline to run at that commit: --{side} SPEC "
+                                 "(e.g. path/in/repo.py:attr)")
+            sides.append(CommitState(repo or ".", rev, spec, f"--{side}-rev", budget))
+            continue
         pipe, name = resolve_pipeline(spec)
         pipe = with_faults(pipe, name, faults)  # an unknown fault is a usage error, named now
-        sides.append((ProtocolView(shield_exits(pipe)), name + "".join(f" +{f}" for f in faults)))
+        name += "".join(f" +{f}" for f in faults)
+        if ckpt is not None:
+            pipe = CheckpointPipeline(pipe, checkpoint_file(ckpt, f"--{side}-checkpoint"))
+            name += f" @{Path(ckpt).name}"
+        sides.append((ProtocolView(shield_exits(pipe)), name))
     err = console(stderr=True)
     t0 = time.perf_counter()
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
                   transient=True, disable=not err.is_terminal) as bar:
         task = bar.add_task("verify: starting", total=None)
         say = lambda what: bar.update(task, description=f"verify: {what}")  # noqa: E731
-        before, after = (PipelineState(p, n, budget, progress=say) for p, n in sides)
+        before, after = (s if isinstance(s, CommitState) else PipelineState(s[0], s[1], budget, progress=say)
+                         for s in sides)
         m = run_verify(before, after, symptom=symptom, families=families, control=controls,
                        seeds=range(seeds), budget=budget)
     seconds = time.perf_counter() - t0

@@ -33,7 +33,7 @@ from ...trace import Trace
 from . import _worker
 from ._git import worktree_at
 
-__all__ = ["RunResult", "CommitRunner", "cache_key"]
+__all__ = ["RunResult", "CommitRunner", "cache_key", "worker_env", "kill_group"]
 
 _WORKER = Path(_worker.__file__).resolve()
 _SIGNALCHAIN_HOME = Path(__file__).resolve().parents[3]  # the folder holding the `signalchain` package
@@ -61,7 +61,7 @@ def _reason(stderr: str, returncode: int) -> str:
     return f"the golden run ended with {what}" + (f": {lines[-1][:300]}" if lines else "")
 
 
-def _environment(worktree: Path) -> dict[str, str]:
+def worker_env(worktree: Path) -> dict[str, str]:
     env = dict(os.environ)
     first = [str(worktree)] + ([str(worktree / "src")] if (worktree / "src").is_dir() else [])
     rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -70,7 +70,7 @@ def _environment(worktree: Path) -> dict[str, str]:
     return env
 
 
-def _kill(proc: subprocess.Popen[str]) -> None:
+def kill_group(proc: subprocess.Popen[str]) -> None:
     """Stop the worker's whole process group: a pipeline's own workers must not outlive the probe."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -147,15 +147,15 @@ class CommitRunner:
     def _spawn(self, worktree: Path, out: Path) -> tuple[int | None, str]:
         """Run the worker; (exit status, reason), status None when it ran past the timeout."""
         cmd = [self.python, str(_WORKER), "--spec", self.spec, "--seed", str(self.seed), "--out", str(out)]
-        proc = subprocess.Popen(cmd, cwd=worktree, env=_environment(worktree), stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen(cmd, cwd=worktree, env=worker_env(worktree), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                 errors="replace", start_new_session=True)
         try:
             _, stderr = proc.communicate(timeout=self.timeout)
         except subprocess.TimeoutExpired:
-            _kill(proc)
+            kill_group(proc)
             return None, f"the golden run took longer than --timeout {self.timeout:g} s and was stopped"
         except BaseException:  # Ctrl-C: the worker must not outlive signalchain
-            _kill(proc)
+            kill_group(proc)
             raise
         return proc.returncode, "" if proc.returncode == 0 else _reason(stderr, proc.returncode)
