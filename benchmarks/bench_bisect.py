@@ -11,6 +11,9 @@ Two measurements in one run, on real git repositories of a user-style pipeline (
    checks that it makes the same number of runs.
 2. The time of one golden run at a commit (worktree + worker process) against a plain in-process
    `compare` of the same pipeline (run_golden + compare_traces), as a ratio.
+3. `bisect --checkpoints`: golden runs against the number of checkpoints N (a run whose `head`
+   group's gradients are scaled ×1000 at one step, tests/checkpoint_run.py), and the time of one
+   checkpoint probe (load, golden batch, one update) against a plain in-process `compare`.
 """
 
 from __future__ import annotations
@@ -102,6 +105,36 @@ def one_run_against_compare(base: Path, repeat: int = 3) -> None:
     print("the process start (importing torch and signalchain) dominates a run; the cache runs a commit once")
 
 
+def checkpoints_against_size(sizes: list[int], base: Path) -> None:
+    from checkpoint_run import TwoGroupPipeline, train
+    from signalchain.experiments.bisect._checkpoint_files import find_checkpoints
+    from signalchain.experiments.bisect.checkpoints import bisect_checkpoints
+
+    pipe = TwoGroupPipeline()
+    golden = run_golden(pipe, 0).trace
+    loss = float(golden["loss"].summary["value"])
+    print(f"\n{'N ckpts':>9s} {'spike at':>8s} {'runs':>5s} {'⌈log₂N⌉+2':>10s}  named")
+    probe_seconds: list[float] = []
+    for n in sizes:
+        for k in sorted({n // 4, n // 2, (3 * n) // 4}):
+            folder = base / f"ckpt-{n}-{k}"
+            train(folder, steps=n, spike_at=k)
+            res = bisect_checkpoints(pipe, find_checkpoints(str(folder)), seed=0, golden=golden, golden_loss=loss)
+            named = res.checkpoints[res.first_unhealthy] if res.first_unhealthy is not None else "—"
+            budget = math.ceil(math.log2(n)) + 2
+            ok = "yes" if res.runs <= budget and named == f"ckpt-{k:03d}.pt" else "NO"
+            print(f"{n:9d} {k:8d} {res.runs:5d} {budget:10d}  {named} {ok}")
+            probe_seconds += [p.seconds for p in res.probes if p.loaded]
+    t = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        compare_traces(golden, run_golden(pipe, 0).trace)
+        t.append(time.perf_counter() - t0)
+    a, b = statistics.median(probe_seconds), statistics.median(t)
+    print(f"one checkpoint probe (load + golden batch + one update): {a * 1e3:.1f} ms (median of {len(probe_seconds)})")
+    print(f"plain in-process compare of the same pipeline:           {b * 1e3:.1f} ms → ratio {a / b:.2f} ×")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", type=int, nargs="+", default=[4, 8, 16, 32, 64])
@@ -109,6 +142,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-bisect-") as tmp:
         runs_against_size(args.sizes, Path(tmp))
         one_run_against_compare(Path(tmp))
+        checkpoints_against_size([8, 16, 20, 32, 64], Path(tmp))
 
 
 if __name__ == "__main__":

@@ -137,7 +137,7 @@ def test_skips_flaky_and_ambiguous_findings():
     ids = [f.id for f in bisect_findings(_res("flaky_bad", [good, bad, skipped]))]
     assert ids == ["bisect.skipped", "bisect.flaky"]
     assert [f.id for f in bisect_findings(_res("unrunnable_end", [good, skipped]))] == ["bisect.skipped",
-                                                                                         "bisect.unrunnable"]
+                                                                                         "bisect.unrunnable_end"]
     a, b = _health("c4", 4), _health("c6", 6, loss=50.0)
     res = CheckpointBisect("ambiguous", [f"c{i}" for i in range(10)], [good, bad, skipped, a, b], 4, 6,
                            CheckpointPair(a, b))

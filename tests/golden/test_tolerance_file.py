@@ -58,7 +58,7 @@ def _edit(**changes):
 @pytest.mark.parametrize("text, match", [
     ("[]", r"is a JSON list, expected an object with fields schema, schema_version"),
     ("{", r"is not valid JSON"),
-    (_edit(margin=float("nan")), r"is not valid JSON \(NaN is not a JSON number\)"),
+    (_edit(margin=float("nan")), r"is not valid JSON \(NaN is not JSON\)"),
     ('{"schema": 1, "schema": 2}', r"key 'schema' appears twice"),
     (_edit(extra=1), r"field 'extra' is unknown"),
     (_edit(runs=KeyError), r"field 'runs' is missing"),

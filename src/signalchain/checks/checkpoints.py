@@ -249,7 +249,7 @@ def bisect_findings(res: CheckpointBisect, changes: list[Reason] | None = None) 
             out.append(_flaky(res, end, res.status == "flaky_good"))
         return out
     if res.status == "unrunnable_end" or good is None or bad is None or res.pair is None:
-        out.append(Finding("bisect.unrunnable", Severity.WARNING, None,
+        out.append(Finding("bisect.unrunnable_end", Severity.WARNING, None,
                            f"fewer than two of the {len(res.checkpoints)} checkpoints load; nothing was bisected",
                            evidence={"checkpoints": res.checkpoints}, check=_CHECK))
         return out

@@ -156,6 +156,11 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def strict_loads(raw: bytes) -> Any:
+    """UTF-8 strict JSON: no NaN/Infinity, a key twice in one object is `_DuplicateKey` (a ValueError)."""
+    return json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+
+
 def _check_tree(root: Any, mpath: Path) -> None:
     """Bounded depth, finite numbers, text UTF-8 can encode; iterative, so depth cannot crash it."""
     stack: list[tuple[Any, tuple[Any, ...]]] = [(root, ())]
@@ -191,7 +196,7 @@ def parse_manifest(raw: bytes, mpath: Path) -> dict[str, Any]:
         raise GoldenFileError(f"{mpath}: is {len(raw)} bytes, more than a golden manifest may hold "
                               f"({MAX_MANIFEST_BYTES}); it is not a signalchain manifest")
     try:
-        obj = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        obj = strict_loads(raw)
     except _DuplicateKey as exc:
         raise GoldenFileError(
             f"{mpath}: is not valid JSON (key {str(exc)!r} appears twice in one object); "

@@ -25,6 +25,7 @@ from ..errors import GoldenFileError, UsageError
 from ..trace import Trace
 from ._files import TOLERANCES
 from .compare import Tolerance
+from .schema import _DuplicateKey, strict_loads
 from .tolerances import resolve_tolerances
 
 __all__ = ["TOLERANCES", "TOLERANCES_SCHEMA", "read_tolerances", "write_tolerances"]
@@ -33,23 +34,6 @@ TOLERANCES_SCHEMA = "signalchain.tolerances"
 _VERSION = 1
 _MAX_BYTES = 1 << 20
 _FIELDS = ("schema", "schema_version", "runs", "margin", "stages")
-
-
-class _Duplicate(ValueError):
-    pass
-
-
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _Duplicate(key)
-        out[key] = value
-    return out
-
-
-def _constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
 
 
 def _number(value: Any) -> bool:
@@ -75,8 +59,8 @@ def _read_bytes(path: Path) -> bytes:
 
 def _parse(raw: bytes, path: Path) -> dict[str, Any]:
     try:
-        obj = json.loads(raw.decode("utf-8"), object_pairs_hook=_pairs, parse_constant=_constant)
-    except _Duplicate as exc:
+        obj = strict_loads(raw)
+    except _DuplicateKey as exc:
         raise GoldenFileError(f"{path}: is not valid JSON (key {str(exc)!r} appears twice in one object)") from None
     except (ValueError, UnicodeError, RecursionError) as exc:
         raise GoldenFileError(f"{path}: is not valid JSON ({str(exc)[:200]})") from None
