@@ -95,7 +95,7 @@ def one_run_against_compare(base: Path, repeat: int = 3) -> None:
            "--pipeline", SPEC]
     for _ in range(repeat):
         t0 = time.perf_counter()
-        rc = subprocess.run(cli, cwd=repo, capture_output=True, env=_runner._environment(repo)).returncode
+        rc = subprocess.run(cli, cwd=repo, capture_output=True, env=_runner.worker_env(repo)).returncode
         assert rc in (0, 1), rc  # 1: HEAD has the crop bug, so the comparison diverges
         command.append(time.perf_counter() - t0)
     a, b, c = statistics.median(at_commit), statistics.median(plain), statistics.median(command)
