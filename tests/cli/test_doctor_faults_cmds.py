@@ -21,6 +21,8 @@ def test_doctor_cli_usage_errors_exit_2():
     assert res.exit_code == 2 and "unknown family 'nope'" in res.output
     res = CliRunner().invoke(cli, ["doctor", "--symptom", "nope"])
     assert res.exit_code == 2
+    res = CliRunner().invoke(cli, ["doctor", "--fault", "nope"])
+    assert res.exit_code == 2 and "unknown fault 'nope'" in res.output and "internal error" not in res.output
 
 
 def test_faults_list_json(tmp_path):

@@ -11,7 +11,7 @@ from ..pipeline import ProtocolView
 from ..report import console, render_doctor
 from ..report.doctor_page import strip_audio
 from ._common import common_options, emit, guarded, hf_options, resolve_pipeline, shield_exits
-from .golden_cmds import fault_option
+from .golden_cmds import fault_option, inject_faults
 
 __all__ = ["doctor"]
 
@@ -37,7 +37,8 @@ def doctor(pipeline: str | None, families: tuple[str, ...], symptom: str | None,
     those a --symptom selects, and report the earliest stage where something goes wrong."""
     con = console()
     select_families(families, symptom)  # fail fast on a bad name
-    pipe, spec = resolve_pipeline(pipeline, faults, hf_musicgen, data, hf_set)
+    pipe, spec = resolve_pipeline(pipeline, (), hf_musicgen, data, hf_set)
+    pipe = inject_faults(pipe, spec, faults)  # an unknown fault is a usage error naming the catalogue
     err = console(stderr=True)  # a bar for a terminal only: in a log or a pipe stderr keeps just the errors
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
                   transient=True, disable=not err.is_terminal) as bar:

@@ -49,7 +49,7 @@ from ._common import (
     resolve_pipeline,
 )
 
-__all__ = ["capture", "compare", "inspect", "parse_stage_tolerances"]
+__all__ = ["capture", "compare", "inspect", "inject_faults", "parse_stage_tolerances"]
 
 _MAX_SEED = 2**32 - 1  # numpy's seeds stop here
 
@@ -63,7 +63,7 @@ def _check_seed(seed: int) -> int:
     return seed
 
 
-def _with_faults(pipe: Pipeline, spec: str, faults: Sequence[str]) -> Pipeline:
+def inject_faults(pipe: Pipeline, spec: str, faults: Sequence[str]) -> Pipeline:
     """The pipeline with catalogue faults injected; an unknown fault is a usage error, found now."""
     if not faults:
         return pipe
@@ -131,7 +131,7 @@ def capture(pipeline: str | None, out: str, seed: int, faults: tuple[str, ...], 
     _check_seed(seed)
     check_target(out)  # before the run: refuse to overwrite what is not a golden
     pipe, spec = resolve_pipeline(pipeline, (), hf_musicgen, data, hf_set)
-    pipe = _with_faults(pipe, spec, faults)
+    pipe = inject_faults(pipe, spec, faults)
     with con.status(f"capturing the golden batch of {pipe.name} (seed {seed})…"):
         run = run_golden(pipe, seed)
         prov = collect_provenance(pipe, spec=spec, seed=seed, faults=list(faults))
@@ -154,7 +154,7 @@ def _rerun(g: Golden, pipeline: str | None, faults: tuple[str, ...], con: Consol
         source = "the golden's manifest"
         spec = manifest_pipeline_spec(g.provenance.get("pipeline_spec"), g.path, DEFAULT_PIPELINE, BUILTIN_PIPELINES)
         pipe = load_manifest_pipeline(spec)
-    pipe = _with_faults(pipe, spec, faults)
+    pipe = inject_faults(pipe, spec, faults)
     seed = int(g.provenance.get("seed") or 0)
     captured = list(g.provenance.get("faults") or [])
     if captured and captured != list(faults):

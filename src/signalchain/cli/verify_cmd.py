@@ -18,7 +18,7 @@ from ..pipeline import ProtocolView
 from ..report import console
 from ..report.verify_page import render_verify, verify_json, verify_lines, verify_table
 from ._common import common_options, emit, guarded, resolve_pipeline, shield_exits
-from .golden_cmds import _with_faults as with_faults
+from .golden_cmds import inject_faults as with_faults
 
 __all__ = ["verify"]
 
