@@ -148,6 +148,11 @@ class Watchdog:
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout if timeout is not None else max(4 * self.poll, 2.0))
+            if not thread.is_alive() and self._episode is not None and self._t != self._fired_t:
+                try:  # the last stall ended with a beat the thread did not see: record how long it was
+                    self._resolve(self._t)
+                except Exception as exc:
+                    self._add(check_failed(_CHECK, exc))
 
     def __enter__(self) -> Watchdog:
         return self.start()
