@@ -14,7 +14,9 @@ read; the messages do not depend on the observer, so rank 0 deduplicates them by
   at all within the grace (its process is frozen, dead, or holds the interpreter). This is the
   issue's "hung rank named by the watchdog on every other rank"; it is a `dist.desync` (the rank
   fell out of the collective schedule) rather than `perf.stall`, which the watchdog already gives
-  for its own rank. A rank that published nothing is named even when nobody waits in a collective.
+  for its own rank. Only while some rank waits in a collective: when nobody does (a slow
+  checkpoint save on one rank, its watchdog's timeout shorter than the save), the others have not
+  stalled yet and their silence says nothing.
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ def judge_stall(view: StallView) -> list[Finding]:
                      "all-reduce, a barrier under `if rank == 0`, an uneven number of batches)",
                 kind="collective", collective=target.describe(), seq=target.seq,
                 group=target.group, joined=joined, missing_ranks=others, ranks=evidence))
-    hung = sorted(set(idle) | set(silent)) if waiting else silent
+    hung = sorted(set(idle) | set(silent)) if waiting else []
     if hung:
         told = {r: ("published no state" if r in silent else _rank_line(states[r])) for r in hung}
         where = "; ".join(f"rank {r} {t}" for r, t in told.items())

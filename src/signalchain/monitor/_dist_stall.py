@@ -61,11 +61,11 @@ def main_stack(stacks: Any) -> str:
     if isinstance(stacks, dict):
         for k, v in stacks.items():
             if "main" in str(k).lower():
-                return v if isinstance(v, str) else "".join(map(str, v))
+                return v if isinstance(v, str) else "\n".join(map(str, v))
         first = next(iter(stacks.values()), "")
-        return first if isinstance(first, str) else "".join(map(str, first))
+        return first if isinstance(first, str) else "\n".join(map(str, first))
     if isinstance(stacks, (list, tuple)):
-        return "".join(map(str, stacks))
+        return "\n".join(map(str, stacks))
     return str(stacks or "")
 
 

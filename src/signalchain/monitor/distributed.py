@@ -153,6 +153,8 @@ class RankWatch:
                 recent = flight_record(self._labels)
             except Exception:  # the recorder is optional: the sequence number still speaks
                 recent = None
+            if str(state.get("phase") or "step") == "step" and self._clock.current:
+                state["phase"] = self._clock.current  # the watchdog only knew "inside a step"
             mine = rank_stall(state, rank=self.rank, seq=seq, recent=recent)
             now = time.time()
             self._store.set(f"stall/{self.rank}", stall_to_json(mine, now))
