@@ -4,7 +4,8 @@
 
 Scenarios: "phases" (clean, then rank 1 sleeps in its loader, then rank 1's weights are nudged:
 one RankWatch each), "extra_allreduce" (rank 1 all-reduces a metric the others never match),
-"blocked" (rank 1 sleeps forever before a step). Writes OUT_DIR/rank{R}.json; a hang scenario
+"blocked" (rank 1 sleeps forever before a step), "barrier" (rank 0 enters a barrier where rank 1
+all-reduces). Writes OUT_DIR/rank{R}.json; a hang scenario
 writes once its RankWatch has a `dist.*` finding (or a deadline passes) and leaves with os._exit.
 """
 
@@ -27,6 +28,7 @@ from signalchain.monitor.watchdog import Watchdog
 STEPS, EVERY = 20, 5
 WD_TIMEOUT, RW_TIMEOUT = 1.5, 4.0
 NUDGE_STEP, HANG_STEP = 7, 9
+BEATS: list[float] = []  # when each step ended (the stall is counted from the last one)
 
 
 def _model() -> DDP:
@@ -58,9 +60,15 @@ def _train(model: DDP, rw: RankWatch, rank: int, *, slow: float = 0.0, nudge: bo
                 model.module[2].weight.add_(1e-3)
         if hang == "extra_allreduce" and rank == 1 and (step + 1) % EVERY == 0 and step > EVERY:
             dist.all_reduce(loss.detach().reshape(1))  # a metric only this rank reduces
+        if hang == "barrier" and step == HANG_STEP:
+            if rank == 0:
+                dist.barrier()
+            else:
+                dist.all_reduce(loss.detach().reshape(1))
         rw.step_end(step)
         if wd is not None:
             wd.beat(step)
+            BEATS.append(time.monotonic())
 
 
 def _dump(out: str, rank: int, data: dict) -> None:
@@ -86,19 +94,20 @@ def hang(scenario: str, rank: int, out: str) -> None:
     model = _model()
     rw = RankWatch(model, every=EVERY, timeout=RW_TIMEOUT)
     wd = Watchdog(WD_TIMEOUT, first_timeout=60.0, stall_hooks=[rw.on_stall])
-    stalled: list[float] = []
 
     def report() -> None:  # the test's side: wait for the rank watch's verdict, then leave
-        deadline = time.monotonic() + 40.0
+        deadline, found = time.monotonic() + 40.0, None
         while time.monotonic() < deadline:
-            if wd.stalls and not stalled:
-                stalled.append(time.monotonic())
             if any(f.id == "dist.desync" for f in rw.findings):
+                found = time.monotonic()
                 break
             time.sleep(0.05)
         time.sleep(0.3)  # let the other ranks read this rank's state too
+        # Seconds from the last completed step to the verdict: reported, never asserted.
+        after = found - BEATS[-1] if found is not None and BEATS else None
         _dump(out, rank, {"findings": [f.to_dict() for f in rw.findings],
-                          "watchdog": [f.to_dict() for f in wd.findings]})
+                          "watchdog": [f.to_dict() for f in wd.findings], "found_after_s": after,
+                          "watchdog_timeout_s": WD_TIMEOUT})
         os._exit(0)
 
     threading.Thread(target=report, daemon=True).start()

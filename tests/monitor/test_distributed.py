@@ -97,6 +97,16 @@ def test_extra_all_reduce_is_a_desync_naming_the_collective(tmp_path: Path) -> N
     assert any(f["id"] == "perf.stall" for f in res[0]["watchdog"])
 
 
+def test_barrier_against_all_reduce_names_both_operations(tmp_path: Path) -> None:
+    res = _launch("barrier", 2, tmp_path)
+    f = next(f for f in res[0]["findings"] if f["id"] == "dist.desync")
+    ev = f["evidence"]
+    assert ev["kind"] == "collective" and len(ev["missing_ranks"]) == 1
+    assert {ev["ranks"]["0"]["collective"], ev["ranks"]["1"]["collective"]} == {
+        "barrier", "all_reduce [1] float"}
+    assert ev["ranks"]["0"]["seq"] == ev["ranks"]["1"]["seq"] == ev["seq"]  # same id, other op
+
+
 def test_blocked_rank_is_named_hung_on_every_other_rank(tmp_path: Path) -> None:
     res = _launch("blocked", 3, tmp_path)
     for r in (0, 2):

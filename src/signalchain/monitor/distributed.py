@@ -16,7 +16,8 @@ sequence number on the watched group and one hash per parameter; rank 0 judges
 calls `on_stall` on every rank: each publishes its state through the store (never a collective:
 those are what is hung), reads the others' within a grace, and judges (`checks.distributed_stall`).
 Other ranks keep their findings locally and publish them in the store; rank 0 merges those it can
-read (in `on_stall` and `close`), deduplicated by (id, message).
+read (in `on_stall` and `close`), deduplicated by fault (`fault_key`): the first finding of a fault
+stays, with `seen` (how many times it was found) and `last_step` added to its evidence.
 
 Without an initialised process group it is a no-op of world 1. Nothing it does raises into the
 run: a failure becomes an `internal.check_failed` finding, and a side exchange that fails (a
@@ -31,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -44,10 +46,22 @@ from ._dist_exchange import exchange, sequence_number
 from ._dist_stall import flight_record, rank_stall, read_states, stall_to_json
 from ._dist_timing import SectionClock
 
-__all__ = ["RankWatch"]
+__all__ = ["RankWatch", "fault_key"]
 
 CHECK = "monitor.distributed"
 _instances = 0  # RankWatch objects made in this process: the same count on every rank
+
+
+def fault_key(f: Finding) -> tuple[object, ...]:
+    """What makes two findings the same fault: the id and who/what they name, not the step or the
+    numbers (a straggler found at every exchange, or by every rank, is one finding)."""
+    ev = f.evidence
+    if not f.id.startswith("dist."):
+        return (f.id, f.message)
+    named = tuple(repr(ev.get(k)) if not isinstance(ev.get(k), dict) else "" for k in (
+        "kind", "rank", "section", "parameter", "ranks", "hung_ranks", "missing_ranks",
+        "collective", "seq"))  # (a stall's "ranks" is each rank's state: not who is named)
+    return (f.id, *named)
 
 
 class RankWatch:
@@ -64,7 +78,7 @@ class RankWatch:
         self.findings: list[Finding] = []
         self._on_finding = on_finding
         self._lock = threading.Lock()
-        self._seen: set[tuple[str, str]] = set()
+        self._seen: dict[tuple[object, ...], int] = {}  # fault_key -> index in findings
         self._clock = SectionClock()
         self._group = group
         self._side: Any = None
@@ -169,14 +183,11 @@ class RankWatch:
 
     # --- findings ---------------------------------------------------------------------------
     def _record(self, found: list[Finding]) -> list[Finding]:
-        """Keep new findings (deduplicated), tell the callback, publish them for rank 0."""
+        """Keep new findings (one per fault, see `fault_key`), tell the callback, publish them."""
         new = []
         with self._lock:
             for f in found:
-                key = (f.id, f.message)
-                if key not in self._seen:
-                    self._seen.add(key)
-                    self.findings.append(f)
+                if self._keep(f):
                     new.append(f)
         for f in new:
             if self._on_finding is not None:
@@ -195,6 +206,20 @@ class RankWatch:
             pass
         return found
 
+    def _keep(self, f: Finding) -> bool:
+        """Under the lock: append a new fault; for one seen before, count it on the first finding."""
+        key = fault_key(f)
+        at = self._seen.get(key)
+        if at is None:
+            self._seen[key] = len(self.findings)
+            self.findings.append(f)
+            return True
+        old = self.findings[at]
+        seen = int(old.evidence.get("seen", 1)) + 1
+        last = f.evidence.get("step", old.evidence.get("last_step"))
+        self.findings[at] = replace(old, evidence={**old.evidence, "seen": seen, "last_step": last})
+        return False
+
     def _merge_remote(self) -> None:
         """On rank 0: take in the findings other ranks published (only those already there)."""
         for r in range(1, self.world):
@@ -204,9 +229,8 @@ class RankWatch:
             remote = [Finding.from_dict(d) for d in json.loads(self._store.get(key))]
             with self._lock:
                 for f in remote:
-                    if (f.id, f.message) not in self._seen:
-                        self._seen.add((f.id, f.message))
-                        self.findings.append(f)
+                    if fault_key(f) not in self._seen:
+                        self._keep(f)
 
     def close(self) -> None:
         """Merge what other ranks published (rank 0) and destroy the side group; never hangs."""
