@@ -115,3 +115,22 @@ def test_blocked_rank_is_named_hung_on_every_other_rank(tmp_path: Path) -> None:
         assert hung[0]["id"] == "dist.desync" and hung[0]["evidence"]["hung_ranks"] == [1]
         assert hung[0]["evidence"]["ranks"]["1"]["phase"] == "loader"
         assert "_dist_worker.py" in hung[0]["message"]  # the blocked rank's own line
+    # Three ranks on a shared 2-core machine ran clean up to the hang: no straggler named.
+    assert "dist.straggler" not in _ids(res[0]["findings"])
+
+
+def test_without_a_process_group_it_is_a_cheap_no_op() -> None:
+    import torch
+
+    from signalchain.monitor import RankWatch
+
+    assert not dist.is_initialized()
+    rw = RankWatch(torch.nn.Linear(3, 2), every=1)
+    with rw.section("forward"):
+        pass
+    rw.add_time("loader", 0.01)
+    for step in range(3):
+        rw.step_end(step)
+    assert (rw.rank, rw.world, rw.findings) == (0, 1, [])
+    assert rw.on_stall({"step": 2, "phase": "forward", "since_s": 9.0}) == []
+    rw.close()

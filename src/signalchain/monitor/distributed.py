@@ -123,9 +123,11 @@ class RankWatch:
     def step_end(self, step: int) -> None:
         """Close this step; every `every` steps, exchange and judge (all ranks must call it)."""
         try:
+            if not self._live:
+                return  # nothing to exchange with: keep no rows either
             self._clock.end_step()
             self._steps += 1
-            if not self._live or self._steps % self.every:
+            if self._steps % self.every:
                 return
             ex = exchange(step=step, side=self._side, group=self._group, rank=self.rank,
                           world=self.world, window=self._clock.window(), sync=self._clock.sync,
@@ -156,9 +158,10 @@ class RankWatch:
         t.start()
         t.join(grace + min(5.0, grace))
         if t.is_alive():
-            box = [check_failed(CHECK, TimeoutError(
-                f"the store did not answer within {grace:.1f} s; no other rank's state was read"))]
-        return self._record(box)
+            late = check_failed(CHECK, TimeoutError(
+                f"the store did not answer within {grace:.1f} s; no other rank's state was read"))
+            return self._record([late], publish=False)
+        return list(box)
 
     def _stall_body(self, state: dict[str, Any], grace: float, box: list[Finding]) -> None:
         try:
@@ -177,12 +180,14 @@ class RankWatch:
             fresh_after = now - mine.since_s - grace
             states = read_states(self._store, self.world, mine, fresh_after=fresh_after,
                                  grace_s=grace)
-            box.extend(judge_stall(StallView(self.world, self.rank, states, grace)))
+            found = judge_stall(StallView(self.world, self.rank, states, grace))
         except Exception as exc:
-            box.append(check_failed(CHECK, exc))
+            found = [check_failed(CHECK, exc)]
+        # Recorded here, on the helper thread: publishing them uses the store, which may block.
+        box.extend(self._record(found))
 
     # --- findings ---------------------------------------------------------------------------
-    def _record(self, found: list[Finding]) -> list[Finding]:
+    def _record(self, found: list[Finding], publish: bool = True) -> list[Finding]:
         """Keep new findings (one per fault, see `fault_key`), tell the callback, publish them."""
         new = []
         with self._lock:
@@ -196,7 +201,7 @@ class RankWatch:
                 except Exception:  # a user's callback must not break the run either
                     pass
         try:
-            if new and self._store is not None:
+            if new and publish and self._store is not None:
                 if self.rank != 0:
                     self._store.set(f"findings/{self.rank}",
                                     json.dumps([f.to_dict() for f in self.findings]))
