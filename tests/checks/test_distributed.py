@@ -6,8 +6,13 @@ import random
 
 import pytest
 
-from signalchain.checks.distributed import (judge_desync, judge_exchange, judge_param_divergence,
-                                            judge_straggler, odd_ranks)
+from signalchain.checks.distributed import (
+    judge_desync,
+    judge_exchange,
+    judge_param_divergence,
+    judge_straggler,
+    odd_ranks,
+)
 from signalchain.records.distributed import SECTIONS, DistExchange, RankWindow
 
 

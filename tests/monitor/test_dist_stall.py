@@ -7,8 +7,7 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from signalchain.monitor._dist_stall import (flight_record, main_stack, rank_stall, read_states,
-                                              stall_to_json)
+from signalchain.monitor._dist_stall import flight_record, main_stack, rank_stall, read_states, stall_to_json
 from signalchain.records.distributed import Collective
 
 

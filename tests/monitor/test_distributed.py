@@ -48,7 +48,7 @@ def _launch(scenario: str, world: int, tmp: Path) -> dict[int, dict]:
         f = out / f"rank{r}.json"
         if f.exists():
             results[r] = json.loads(f.read_text())
-    assert len(results) == world, "ranks wrote no result:\n" + "\n---\n".join(l[-3000:] for l in logs)
+    assert len(results) == world, "ranks wrote no result:\n" + "\n---\n".join(log[-3000:] for log in logs)
     return results
 
 

@@ -19,6 +19,10 @@ Other ranks keep their findings locally and publish them in the store; rank 0 me
 read (in `on_stall` and `close`), deduplicated by fault (`fault_key`): the first finding of a fault
 stays, with `seen` (how many times it was found) and `last_step` added to its evidence.
 
+Set `TORCH_FR_BUFFER_SIZE=<n>` (e.g. 64) before `init_process_group` to let a hang name the
+collective each rank waits in (op, sizes, dtypes, from torch's flight recorder, gloo included);
+without it a hang is judged from the sequence numbers and the watchdog's phase and stack.
+
 Without an initialised process group it is a no-op of world 1. Nothing it does raises into the
 run: a failure becomes an `internal.check_failed` finding, and a side exchange that fails (a
 timeout, a dead peer) switches the exchanges off.
