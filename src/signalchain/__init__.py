@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` 
     from .findings import Finding, Severity
     from .golden import Comparison, Golden, Tolerance, compare_traces, load_golden, save_golden
     from .monitor import Monitor
+    from .monitor.watchdog import Watchdog, watchdog
     from .pipeline import Pipeline, StepOutput, load_pipeline
     from .trace import StageRecord, Trace, record, tap
 
@@ -39,6 +40,7 @@ __all__ = [
     "Trace",
     "TraceError",
     "UsageError",
+    "Watchdog",
     "__version__",
     "compare_traces",
     "load_golden",
@@ -46,6 +48,7 @@ __all__ = [
     "record",
     "save_golden",
     "tap",
+    "watchdog",
 ]
 
 _LAZY = {
@@ -54,6 +57,7 @@ _LAZY = {
     "load_golden": "golden", "save_golden": "golden",
     "Monitor": "monitor",  # imports torch
     "Pipeline": "pipeline", "StepOutput": "pipeline", "load_pipeline": "pipeline",
+    "Watchdog": "monitor.watchdog", "watchdog": "monitor.watchdog",  # imports torch (via monitor/__init__)
     "StageRecord": "trace", "Trace": "trace", "record": "trace", "tap": "trace",
 }
 

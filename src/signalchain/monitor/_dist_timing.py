@@ -1,0 +1,97 @@
+"""Per-rank section clock: how long each step spends in loader, forward, backward, optimizer, other.
+
+Cheap by design (a `perf_counter` pair and a run-queue read per section, a dict add: ~10 µs);
+summaries are made only at an exchange, over the window since the previous one.
+
+Times are *the rank's own*: the time the thread was ready to run but waited for a CPU (Linux
+`/proc/thread-self/schedstat`, the run-queue delay) is taken out of every section. On an
+oversubscribed host (more ranks than cores, a neighbour's job) a rank is descheduled at random
+for whole scheduler slices, which on a short step is many times its forward; that is the
+machine's noise, not a straggler. A rank that is slow because it *works* longer, sleeps, or waits
+for its data keeps its time. Where the kernel does not say, the delay reads as 0.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from statistics import mean, median
+from time import perf_counter
+
+from ..records.distributed import SECTIONS, SYNC_SECTIONS
+
+__all__ = ["SectionClock", "run_queue_delay"]
+
+_fds = threading.local()  # one open schedstat per thread (thread-self resolves when opened)
+
+
+def run_queue_delay() -> float:
+    """Seconds the calling thread has spent runnable but not running, so far (0.0: unknown)."""
+    fd = getattr(_fds, "fd", None)
+    try:
+        if fd is None:
+            fd = _fds.fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        if fd < 0:
+            return 0.0
+        return int(os.pread(fd, 128, 0).split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        _fds.fd = -1  # not Linux, or no schedstat: do not try again on this thread
+        return 0.0
+
+
+class SectionClock:
+    """Accumulates section times within a step; `end_step` closes the step's row."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # add_time may come from a loader thread
+        self._cur = dict.fromkeys(SECTIONS, 0.0)
+        self._rows: list[dict[str, float]] = []
+        self._t0, self._d0 = perf_counter(), run_queue_delay()
+        self.sync: set[str] = set(SYNC_SECTIONS)
+        self.current: str | None = None  # the section being timed now (read by the stall hook)
+
+    @contextmanager
+    def section(self, name: str, sync: bool = False) -> Iterator[None]:
+        t, d, outer = perf_counter(), run_queue_delay(), self.current
+        self.current = name
+        try:
+            yield
+        finally:
+            self.current = outer
+            self.add(name, perf_counter() - t - (run_queue_delay() - d), sync)
+
+    def add(self, name: str, seconds: float, sync: bool = False) -> None:
+        # An unknown name is counted as "other": the exchanged layout is fixed (SECTIONS).
+        key = name if name in SECTIONS else "other"
+        if sync:
+            self.sync.add(key)
+        with self._lock:
+            self._cur[key] += max(0.0, float(seconds))
+
+    def end_step(self) -> None:
+        """Close the current step: the wall time not covered by a section goes to "other"."""
+        now, delay = perf_counter(), run_queue_delay()
+        with self._lock:
+            row, self._cur = self._cur, dict.fromkeys(SECTIONS, 0.0)
+        wall = now - self._t0 - (delay - self._d0)
+        covered = sum(row.values())
+        row["other"] += max(0.0, wall - covered)
+        row["step"] = max(wall, covered)
+        self._rows.append(row)
+        self._t0, self._d0 = now, delay
+
+    def restart(self) -> None:
+        """Start the next step's wall clock now (after signalchain's own exchange)."""
+        self._t0, self._d0 = perf_counter(), run_queue_delay()
+
+    def window(self) -> tuple[int, dict[str, float], dict[str, float], float]:
+        """(steps, mean per section, median per section, median step) over the window; clears it."""
+        rows, self._rows = self._rows, []
+        if not rows:
+            zero = dict.fromkeys(SECTIONS, 0.0)
+            return 0, zero, dict(zero), 0.0
+        means = {s: mean(r[s] for r in rows) for s in SECTIONS}
+        medians = {s: median(r[s] for r in rows) for s in SECTIONS}
+        return len(rows), means, medians, median(r["step"] for r in rows)

@@ -1,0 +1,192 @@
+"""The stall watchdog on real stalls: a loader, a checkpoint save, a collective, and clean loops.
+
+No assertion is about how long anything took. A stalled step holds until the watchdog has reported
+it (a flag its `on_finding` sets), with a hard cap so that a broken watchdog fails instead of hanging.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import signalchain
+from signalchain.monitor.watchdog import PHASES, Watchdog
+
+THIS = os.path.abspath(__file__)
+CAP = 20.0  # seconds a held step waits for the watchdog at most
+T = 0.3  # the watchdog timeout of these tests
+
+
+def _line(marker: str) -> int:
+    lines = Path(THIS).read_text(encoding="utf-8").splitlines()
+    return next(i for i, text in enumerate(lines, 1) if text.rstrip().endswith(marker))
+
+
+def until(pred, cap: float = CAP) -> None:
+    """Wait for `pred()`; past `cap` the test fails (a cap, not a timing assertion)."""
+    end = time.monotonic() + cap
+    while not pred():
+        assert time.monotonic() < end, "the watchdog never reported"
+        time.sleep(0.01)
+
+
+def hold(flag: Path) -> None:
+    """The stalled step: wait for the watchdog's flag file (works across processes too)."""
+    end = time.monotonic() + CAP
+    while not flag.exists() and time.monotonic() < end:
+        time.sleep(0.01)  # hold: the stall sleeps here
+
+
+HOLD = f"{THIS}:{_line('# hold: the stall sleeps here')}"
+
+
+def flagging(flag: Path, step: int | None = None):
+    """An `on_finding` that raises the flag on the stall after `step` (any stall when None)."""
+    def on_finding(f) -> None:
+        if f.id == "perf.stall" and (step is None or f.evidence["step"] == step):
+            flag.touch()
+    return on_finding
+
+
+class SlowAt(torch.utils.data.Dataset):
+    def __init__(self, k: int, flag: Path) -> None:
+        self.k, self.flag = k, flag
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        if i == self.k:
+            hold(self.flag)
+        return torch.full((2,), float(i))
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_slow_getitem_is_a_loader_stall_at_the_users_line(tmp_path, workers):
+    flag, k = tmp_path / "fired", 3
+    loader = torch.utils.data.DataLoader(SlowAt(k, flag), batch_size=1, num_workers=workers)
+    with signalchain.watchdog(timeout=T, first_timeout=CAP, on_finding=flagging(flag, k - 1)) as wd:
+        for step, batch in enumerate(loader):  # the loop waits for its batch here
+            wd.beat(step)
+    [f] = [f for f in wd.findings if f.evidence["step"] == k - 1]
+    assert (f.id, f.stage, f.evidence["phase"], f.evidence["phase_source"]) == ("perf.stall", "loader", "loader", "stack")
+    assert "waiting for the data loader" in f.message and f"step {k - 1}" in f.message
+    assert f.evidence["lasted_s"] >= T and "num_workers" in f.hint
+    if workers == 0:  # the sleep is in this process: the user's line is the dataset's
+        assert f.evidence["site"] == HOLD and HOLD in f.message
+    else:  # the sleep is in a worker process: this process only shows where it waits for it
+        assert f.evidence["site"] == f"{THIS}:{_line('# the loop waits for its batch here')}"
+        assert any("dataloader.py" in fr for fr in f.evidence["stacks"]["MainThread"])
+
+
+class SlowFile(io.BytesIO):
+    def __init__(self, flag: Path) -> None:
+        super().__init__()
+        self.flag = flag
+
+    def write(self, data) -> int:
+        hold(self.flag)
+        return super().write(data)
+
+
+@pytest.mark.parametrize("explicit", [None, "step"])
+def test_a_slow_checkpoint_save_is_named_as_saving_a_checkpoint(tmp_path, explicit):
+    flag = tmp_path / "fired"
+    with signalchain.watchdog(timeout=T, on_finding=flagging(flag), dump_dir=tmp_path / "dumps") as wd:
+        wd.beat(5)
+        wd.set_phase(explicit)
+        torch.save({"w": torch.zeros(3)}, SlowFile(flag))
+        wd.beat(6)
+    [f] = [f for f in wd.findings if f.id == "perf.stall"]
+    assert (f.stage, f.evidence["phase"], f.evidence["phase_source"]) == ("runtime", "checkpoint", "stack")
+    assert "saving a checkpoint" in f.message and f.evidence["site"] == HOLD and f.evidence["step"] == 5
+    assert f.evidence["explicit_phase"] == explicit and f.evidence["stack_phase"] == "checkpoint"
+    assert any("serialization.py" in fr and fr.endswith(" in save") for fr in f.evidence["stacks"]["MainThread"])
+    dump = Path(f.evidence["dump"])
+    assert dump.name == f"stall-{os.getpid()}-1.txt" and dump.parent == tmp_path / "dumps"
+    text = dump.read_text()
+    assert "'MainThread' (most recent call first)" in text and f'File "{THIS}", line {HOLD.rsplit(":", 1)[1]}' in text
+
+
+def test_an_explicit_phase_holds_when_the_stack_says_nothing_more(tmp_path):
+    flag = tmp_path / "fired"
+    with signalchain.watchdog(timeout=T, on_finding=flagging(flag)) as wd:
+        wd.beat(0)
+        with wd.phase("backward"):
+            hold(flag)
+        wd.beat(1)
+    [f] = wd.findings
+    assert (f.evidence["phase"], f.evidence["phase_source"], f.evidence["site"]) == ("backward", "explicit", HOLD)
+    assert "in backward" in f.message
+
+
+def test_phases_nest_and_restore():
+    wd = Watchdog(60.0)
+    assert "step" in PHASES and "idle" in PHASES
+    with wd.phase("forward"):
+        with wd.phase("collective"):
+            assert wd.snapshot()["phase"] == "collective"
+        assert wd.snapshot()["phase"] == "forward"
+    assert wd.snapshot()["phase"] == "step"
+
+
+_RANK = """
+import json, os, sys, time
+import torch, torch.distributed as dist
+import signalchain
+rank, store, flag, out = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+dist.init_process_group("gloo", store=dist.FileStore(store, 2), rank=rank, world_size=2)
+t = torch.ones(4)
+dist.all_reduce(t)  # both ranks are connected
+if rank == 0:
+    def on_finding(f):
+        if f.id == "perf.stall":
+            open(flag, "w").close()
+    with signalchain.watchdog(timeout=%r, on_finding=on_finding) as wd:
+        wd.beat(0)
+        dist.all_reduce(t)  # rank 0 waits here
+        wd.beat(1)
+    with open(out, "w") as fh:
+        json.dump([f.to_dict() for f in wd.findings], fh)
+else:
+    end = time.monotonic() + %r
+    while not os.path.exists(flag) and time.monotonic() < end:
+        time.sleep(0.01)  # rank 1 is late
+    dist.all_reduce(t)
+dist.destroy_process_group()
+"""
+
+
+def test_a_hang_inside_a_collective_names_it(tmp_path):
+    script = tmp_path / "rank.py"
+    script.write_text(_RANK % (T, CAP))
+    line = next(i for i, s in enumerate(script.read_text().splitlines(), 1) if s.endswith("# rank 0 waits here"))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(signalchain.__file__).parents[1]),
+                                                       os.environ.get("PYTHONPATH", "")]),
+               GLOO_SOCKET_IFNAME=os.environ.get("GLOO_SOCKET_IFNAME", "lo"), OMP_NUM_THREADS="1")
+    out = tmp_path / "findings.json"
+    args = [str(tmp_path / "store"), str(tmp_path / "fired"), str(out)]
+    procs = [subprocess.Popen([sys.executable, str(script), str(r), *args], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT) for r in (0, 1)]
+    try:
+        logs = [p.communicate(timeout=90)[0].decode(errors="replace") for p in procs]
+    finally:
+        for p in procs:  # a hard stop: nothing outlives the test
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
+    assert [p.returncode for p in procs] == [0, 0], logs
+    [f] = [f for f in json.loads(out.read_text()) if f["id"] == "perf.stall"]
+    ev = f["evidence"]
+    assert (f["stage"], ev["phase"], ev["collective"], ev["site"]) == ("runtime", "collective", "all_reduce",
+                                                                        f"{script}:{line}")
+    assert "inside a collective (all_reduce)" in f["message"] and "TORCH_DISTRIBUTED_DEBUG" in f["hint"]
