@@ -186,7 +186,7 @@ class Watchdog:
         if self._episode is None:
             if t != self._fired_t and since >= limit:
                 self._fire(t, since, limit, first)
-        elif not self._episode.escalated and since >= ESCALATE * limit:
+        elif not self._episode.escalated and since >= ESCALATE * limit and self._alive(self._tid):
             self._escalate(since)
 
     def _fire(self, t: float, since: float, limit: float, first: bool) -> None:
@@ -206,6 +206,10 @@ class Watchdog:
             self._episode = _Episode(len(self.findings) - 1, record)
         self._notify(finding)
         self._run_hooks(self._state(record))
+
+    @staticmethod
+    def _alive(ident: int) -> bool:
+        return any(t.ident == ident for t in threading.enumerate())
 
     def _record(self, since: float, limit: float, first: bool, thread: str, frames: list[Any],
                 stacks: dict[int, tuple[str, list[Any]]]) -> StallRecord:
