@@ -54,7 +54,7 @@ COMPILED_RUN = MAIN + [torch("_dynamo/eval_frame.py", "_fn"), F(USER, 60, "forwa
 
 @pytest.mark.parametrize("frames, phase, detail", [
     (MAIN, None, None), (FORWARD, "forward", None), (BACKWARD, "backward", None), (OPTIMIZER, "optimizer", None),
-    (LOADER, "loader", None), (WORKERS, "loader", None), (SAVE, "checkpoint", None), (HF_SAVE, "checkpoint", None),
+    (LOADER, "loader", None), (WORKERS, "loader", "workers"), (SAVE, "checkpoint", None), (HF_SAVE, "checkpoint", None),
     (BARRIER, "collective", "barrier"), (GATHER, "collective", "all_gather_object"), (COMPILE, "compile", None),
     (COMPILED_RUN, None, None),
 ], ids=["none", "forward", "backward", "optimizer", "loader", "workers", "torch.save", "save_pretrained",

@@ -83,10 +83,12 @@ def test_a_slow_getitem_is_a_loader_stall_at_the_users_line(tmp_path, workers):
     assert "waiting for the data loader" in f.message and f"step {k - 1}" in f.message
     assert f.evidence["lasted_s"] >= T and "num_workers" in f.hint
     if workers == 0:  # the sleep is in this process: the user's line is the dataset's
-        assert f.evidence["site"] == HOLD and HOLD in f.message
+        assert f.evidence["site"] == HOLD and HOLD in f.message and f.evidence["loader_workers"] is False
     else:  # the sleep is in a worker process: this process only shows where it waits for it
         assert f.evidence["site"] == f"{THIS}:{_line('# the loop waits for its batch here')}"
         assert any("dataloader.py" in fr for fr in f.evidence["stacks"]["MainThread"])
+        assert f.evidence["loader_workers"] is True and "worker processes are late" in f.message
+        assert "num_workers=0" in f.hint
 
 
 class SlowFile(io.BytesIO):

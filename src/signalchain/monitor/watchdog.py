@@ -214,7 +214,7 @@ class Watchdog:
     def _record(self, since: float, limit: float, first: bool, thread: str, frames: list[Any],
                 stacks: dict[int, tuple[str, list[Any]]]) -> StallRecord:
         explicit = self._phase
-        stack, collective = _stacks.stack_phase(frames)
+        stack, detail = _stacks.stack_phase(frames)
         phase, source = _stacks.resolve_phase(explicit, stack)
         labels: dict[str, list[str]] = {}
         for ident, (tname, fs) in stacks.items():
@@ -222,7 +222,8 @@ class Watchdog:
             labels[key] = [_stacks.format_frame(f) for f in fs[-STACK_DEPTH:]]
         return StallRecord(since_s=since, timeout=limit, step=self._step, phase=phase, phase_source=source,
                            explicit_phase=explicit, stack_phase=stack,
-                           collective=collective if phase == COLLECTIVE else None,
+                           collective=detail if phase == COLLECTIVE and stack == COLLECTIVE else None,
+                           loader_workers=detail == "workers" if phase == LOADER and stack == LOADER else None,
                            site=_stacks.user_site(frames), where=_stacks.format_frame(frames[-1]) if frames else None,
                            thread=thread, pid=os.getpid(), name=self.name, stacks=labels, first_step=first,
                            episode=self.stalls)
