@@ -361,3 +361,37 @@ def test_import_signalchain_stays_cheap_and_watchdog_is_public():
         wd.stop()
     with pytest.raises(ValueError, match="timeout must be a positive"):
         Watchdog(0)
+
+
+class Held(torch.nn.Module):
+    def __init__(self, flag: Path) -> None:
+        super().__init__()
+        self.flag, self.lin = flag, torch.nn.Linear(2, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hold(self.flag)
+        return self.lin(x)
+
+
+def test_a_slow_forward_is_read_from_the_stack(tmp_path):
+    flag = tmp_path / "fired"
+    model = Held(flag)
+    with signalchain.watchdog(timeout=T, on_finding=flagging(flag)) as wd:
+        wd.beat(0)
+        model(torch.zeros(1, 2)).sum().backward()
+        wd.beat(1)
+    [f] = wd.findings
+    assert (f.evidence["phase"], f.evidence["phase_source"], f.evidence["site"]) == ("forward", "stack", HOLD)
+    assert f.stage == "runtime" and "in forward" in f.message
+
+
+def test_a_dump_that_cannot_be_written_costs_the_dump_not_the_finding(tmp_path):
+    flag, not_a_dir = tmp_path / "fired", tmp_path / "file"
+    not_a_dir.write_text("")
+    with signalchain.watchdog(timeout=T, on_finding=flagging(flag), dump_dir=not_a_dir / "dumps") as wd:
+        wd.beat(0)
+        hold(flag)
+        wd.beat(1)
+    stall = [f for f in wd.findings if f.id == "perf.stall"]
+    assert len(stall) == 1 and "dump" not in stall[0].evidence
+    assert [f.id for f in wd.findings].count("internal.check_failed") == 1

@@ -44,6 +44,7 @@ PHASES = (LOADER, FORWARD, BACKWARD, OPTIMIZER, COLLECTIVE, CHECKPOINT, COMPILE,
 
 STACK_DEPTH = 40  # innermost frames kept per thread in evidence (the dump file keeps them all)
 _CHECK = "monitor.watchdog"
+_THREAD_PREFIX = "signalchain-watchdog-"
 
 Hook = Callable[[dict], "list[Finding]"]
 
@@ -138,7 +139,7 @@ class Watchdog:
         self._stop.clear()
         self._t, self._step, self._tid = time.monotonic(), None, threading.get_ident()
         self._started_at, self._fired_t, self._episode, self._resume = self._t, None, None, 0.0
-        self._thread = threading.Thread(target=self._run, name=f"signalchain-watchdog-{self.name}", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"{_THREAD_PREFIX}{self.name}", daemon=True)
         self._thread.start()
         return self
 
@@ -192,7 +193,7 @@ class Watchdog:
     def _fire(self, t: float, since: float, limit: float, first: bool) -> None:
         self._fired_t = t
         tid = self._tid
-        stacks = _stacks.thread_stacks(exclude=(threading.get_ident(),))
+        stacks = _stacks.thread_stacks(exclude=self._own_threads())
         if tid not in stacks:
             return  # the watched thread has ended: nothing is stalled (the loop finished without stop())
         self.stalls += 1
@@ -278,9 +279,11 @@ class Watchdog:
         record = self._record(now - t, self.first_timeout if first else self.timeout, first, name, frames, stacks)
         return self._state(record)
 
-    def _own_threads(self) -> tuple[int, ...]:
-        thread = self._thread
-        return (thread.ident,) if thread is not None and thread.ident is not None else ()
+    @staticmethod
+    def _own_threads() -> tuple[int, ...]:
+        """Every watchdog's threads and their hook threads: machinery, not the run's stacks."""
+        return tuple(t.ident for t in threading.enumerate()
+                     if t.ident is not None and t.name.startswith(_THREAD_PREFIX))
 
     # ---- findings and hooks -----------------------------------------------------------------
     def _add(self, finding: Finding) -> bool:
@@ -320,7 +323,7 @@ class Watchdog:
                     done.set()
 
             # Its own thread: a hook that blocks (a dead peer's store) must not take the watchdog with it.
-            threading.Thread(target=call, name=f"signalchain-watchdog-hook-{label}", daemon=True).start()
+            threading.Thread(target=call, name=f"{_THREAD_PREFIX}hook-{label}", daemon=True).start()
             deadline = time.monotonic() + self.hook_timeout
             while not done.wait(min(self.poll, 0.1)):
                 if self._stop.is_set() or time.monotonic() >= deadline:
