@@ -76,7 +76,19 @@ class _Phase:
 
 
 class Watchdog:
-    """Watches one thread's training loop; see the module docstring. Thread-safe to read `findings`."""
+    """Watches one thread's training loop (the one that started it, or the last to `beat`).
+
+    - `timeout`: seconds a step may take; `first_timeout`: before the first beat (default `timeout`).
+    - `poll`: how often the thread looks (default min(timeout / 4, 1 s)).
+    - `on_finding(finding)`: called on the watchdog's threads with each new finding, and once more
+      with a stall's finding when it turns `error` (3 × the timeout); a raising callback is a finding.
+    - `stall_hooks`: `fn(state) -> list[Finding]`, once per stall, each on its own thread for at most
+      `hook_timeout` seconds (default max(timeout, 5 s)); `state` has the keys of `snapshot()`.
+    - `dump_dir`: where every thread's stack is written as `stall-<pid>-<n>.txt` on each stall.
+
+    `findings` (safe to read from any thread) holds one `perf.stall` per stall episode, replaced by its
+    newer judgement when the stall turns into a hang or ends (`lasted_s` in evidence); `stalls` counts them.
+    """
 
     def __init__(self, timeout: float, *, first_timeout: float | None = None, poll: float | None = None,
                  on_finding: Callable[[Finding], None] | None = None, stall_hooks: Sequence[Hook] = (),
