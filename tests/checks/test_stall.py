@@ -46,6 +46,12 @@ def test_hints_are_concrete_per_phase():
     assert coll.evidence["collective"] == "barrier"
 
 
+def test_a_loader_waiting_on_its_workers_says_so():
+    [f] = judge_stall(rec("loader", loader_workers=True))
+    assert "worker processes are late" in f.message and "num_workers=0" in f.hint and "py-spy" in f.hint
+    assert f.evidence["loader_workers"] is True
+
+
 def test_a_stall_past_three_timeouts_is_an_error():
     assert judge_stall(rec(since_s=ESCALATE * 30.0 - 0.1))[0].severity.value == "warning"
     [f] = judge_stall(rec(since_s=ESCALATE * 30.0))

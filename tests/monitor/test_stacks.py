@@ -39,7 +39,8 @@ WORKERS = MAIN + [torch("utils/data/dataloader.py", "__next__"), torch("utils/da
                   F(f"{STDLIB}/threading.py", 331, "wait")]
 SAVE = MAIN + [torch("serialization.py", "save"), torch("serialization.py", "_save"),
                F("/home/me/project/store.py", 3, "write")]
-HF_SAVE = MAIN + [F(f"{SP}/transformers/trainer.py", 1, "train"), F(f"{SP}/transformers/trainer.py", 2, "_save_checkpoint"),
+HF_SAVE = MAIN + [F(f"{SP}/transformers/trainer.py", 1, "train"),
+                  F(f"{SP}/transformers/trainer.py", 2, "_save_checkpoint"),
                   F(f"{SP}/transformers/modeling_utils.py", 3, "save_pretrained"),
                   F(f"{SP}/safetensors/torch.py", 4, "save_file")]
 BARRIER = MAIN + [torch("distributed/c10d_logger.py", "wrapper"), torch("distributed/distributed_c10d.py", "barrier")]
@@ -53,7 +54,7 @@ COMPILED_RUN = MAIN + [torch("_dynamo/eval_frame.py", "_fn"), F(USER, 60, "forwa
 
 @pytest.mark.parametrize("frames, phase, detail", [
     (MAIN, None, None), (FORWARD, "forward", None), (BACKWARD, "backward", None), (OPTIMIZER, "optimizer", None),
-    (LOADER, "loader", None), (WORKERS, "loader", None), (SAVE, "checkpoint", None), (HF_SAVE, "checkpoint", None),
+    (LOADER, "loader", None), (WORKERS, "loader", "workers"), (SAVE, "checkpoint", None), (HF_SAVE, "checkpoint", None),
     (BARRIER, "collective", "barrier"), (GATHER, "collective", "all_gather_object"), (COMPILE, "compile", None),
     (COMPILED_RUN, None, None),
 ], ids=["none", "forward", "backward", "optimizer", "loader", "workers", "torch.save", "save_pretrained",

@@ -61,11 +61,20 @@ _HINTS = {
 }
 
 
-def phase_words(phase: str, collective: str | None = None) -> str:
+_WORKER_HINT = ("the slow `__getitem__` runs in a DataLoader worker process, whose stack this process "
+                "cannot show ({site} is where it waits): rerun with `num_workers=0` to get its line, or "
+                "`py-spy dump --pid` a worker; then time that `__getitem__` (a slow file, network or decode), "
+                "raise `num_workers`/`prefetch_factor`, or check that the workers are alive (`timeout=` on "
+                "the DataLoader makes a dead worker an error instead of a hang)")
+
+
+def phase_words(phase: str, collective: str | None = None, workers: bool = False) -> str:
     """The phase in words, as the message says it ("waiting for the data loader", ...)."""
     words = _WORDS.get(phase, f"in {phase}")
     if phase == "collective" and collective:
         words += f" ({collective})"
+    if phase == "loader" and workers:
+        words += " (its worker processes are late)"
     return words
 
 
@@ -88,10 +97,11 @@ def judge_stall(rec: StallRecord) -> list[Finding]:
     else:
         length = f"completed no step for {rec.since_s:.1f} s"
     message = (f"{rec.name} {length} {when} (timeout {rec.timeout:g} s): "
-               f"{phase_words(rec.phase, rec.collective)}, at {site}")
+               f"{phase_words(rec.phase, rec.collective, bool(rec.loader_workers))}, at {site}")
     if rec.phase_source == "stack" and rec.explicit_phase and rec.explicit_phase != rec.phase:
         message += f" (the code said {rec.explicit_phase!r}; the stack shows {rec.phase})"
-    hint = _HINTS.get(rec.phase, _HINTS["step"]).format(site=site, collective=rec.collective or "a collective")
+    template = _WORKER_HINT if rec.phase == "loader" and rec.loader_workers else _HINTS.get(rec.phase, _HINTS["step"])
+    hint = template.format(site=site, collective=rec.collective or "a collective")
     if severity == "error":
         hint = f"the step has not finished in {held / rec.timeout:.0f}× the timeout, so it is hung; " + hint
     evidence = dict(phase=rec.phase, since_s=round(rec.since_s, 3), step=rec.step, site=rec.site,
@@ -100,6 +110,8 @@ def judge_stall(rec: StallRecord) -> list[Finding]:
                     thread=rec.thread, pid=rec.pid, episode=rec.episode, stacks=rec.stacks)
     if rec.collective:
         evidence["collective"] = rec.collective
+    if rec.loader_workers is not None:
+        evidence["loader_workers"] = rec.loader_workers
     if rec.dump_path:
         evidence["dump"] = rec.dump_path
     if rec.lasted_s is not None:

@@ -9,7 +9,8 @@ wherever they are in the stack, in this order: `compile` (dynamo/inductor/AOT co
 compiled function running), `collective` (torch.distributed's collectives, and the rendezvous of
 `init_process_group`), `checkpoint` (torch.save, safetensors, save_pretrained, Lightning's and
 numpy's savers) and `loader` (anything under torch/utils/data, which also covers a Dataset's
-`__getitem__` called from its fetcher). Then `optimizer`, `backward` and `forward`: the innermost
+`__getitem__` called from its fetcher; "workers" when the batch is awaited from worker processes,
+whose stacks this process cannot see). Then `optimizer`, `backward` and `forward`: the innermost
 of those wins, because trainers nest them (Lightning runs forward and backward inside the
 optimizer's closure; activation checkpointing runs forward inside backward).
 """
@@ -66,6 +67,9 @@ _SAVERS = (("/torch/serialization.py", {"save", "_save", "_legacy_save"}),
            ("/numpy/", {"save", "savez", "savez_compressed", "_savez", "savetxt"}),
            ("/torch/distributed/checkpoint/", {"save", "async_save", "save_state_dict"}))
 
+# `_MultiProcessingDataLoaderIter` waits for a worker's batch in these.
+_WORKER_WAITS = frozenset({"_get_data", "_try_get_data"})
+
 _OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _REFERENCE_DIR = os.path.join(_OWN_DIR, "reference") + os.sep
 _STDLIB_DIRS = tuple({os.path.abspath(p) + os.sep for k in ("stdlib", "platstdlib")
@@ -96,7 +100,8 @@ def _saving(frame: FrameLike) -> bool:
 
 
 def stack_phase(frames: Sequence[FrameLike]) -> tuple[str | None, str | None]:
-    """(the phase the stack shows or None, the collective's function name when it is one)."""
+    """(the phase the stack shows or None, a detail: the collective's function name for a
+    collective, "workers" for a loader waiting on its worker processes, else None)."""
     paths = [_norm(f.filename) for f in frames]
     if any(part in p for p in paths for part in _COMPILE):
         return "compile", None
@@ -105,8 +110,10 @@ def stack_phase(frames: Sequence[FrameLike]) -> tuple[str | None, str | None]:
         return "collective", name
     if any(_saving(f) for f in frames):
         return "checkpoint", None
-    if any("/torch/utils/data/" in p for p in paths):
-        return "loader", None
+    loader = [f for f, p in zip(frames, paths) if "/torch/utils/data/" in p]
+    if loader:
+        workers = any(f.name in _WORKER_WAITS and f.filename.endswith("dataloader.py") for f in loader)
+        return "loader", ("workers" if workers else None)
     for f, p in zip(reversed(frames), reversed(paths)):
         if "/torch/optim/" in p or ("/torch/amp/grad_scaler.py" in p and f.name == "step"):
             return "optimizer", None

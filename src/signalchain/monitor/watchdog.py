@@ -44,6 +44,7 @@ PHASES = (LOADER, FORWARD, BACKWARD, OPTIMIZER, COLLECTIVE, CHECKPOINT, COMPILE,
 
 STACK_DEPTH = 40  # innermost frames kept per thread in evidence (the dump file keeps them all)
 _CHECK = "monitor.watchdog"
+_THREAD_PREFIX = "signalchain-watchdog-"
 
 Hook = Callable[[dict], "list[Finding]"]
 
@@ -75,7 +76,19 @@ class _Phase:
 
 
 class Watchdog:
-    """Watches one thread's training loop; see the module docstring. Thread-safe to read `findings`."""
+    """Watches one thread's training loop (the one that started it, or the last to `beat`).
+
+    - `timeout`: seconds a step may take; `first_timeout`: before the first beat (default `timeout`).
+    - `poll`: how often the thread looks (default min(timeout / 4, 1 s)).
+    - `on_finding(finding)`: called on the watchdog's threads with each new finding, and once more
+      with a stall's finding when it turns `error` (3 × the timeout); a raising callback is a finding.
+    - `stall_hooks`: `fn(state) -> list[Finding]`, once per stall, each on its own thread for at most
+      `hook_timeout` seconds (default max(timeout, 5 s)); `state` has the keys of `snapshot()`.
+    - `dump_dir`: where every thread's stack is written as `stall-<pid>-<n>.txt` on each stall.
+
+    `findings` (safe to read from any thread) holds one `perf.stall` per stall episode, replaced by its
+    newer judgement when the stall turns into a hang or ends (`lasted_s` in evidence); `stalls` counts them.
+    """
 
     def __init__(self, timeout: float, *, first_timeout: float | None = None, poll: float | None = None,
                  on_finding: Callable[[Finding], None] | None = None, stall_hooks: Sequence[Hook] = (),
@@ -138,7 +151,7 @@ class Watchdog:
         self._stop.clear()
         self._t, self._step, self._tid = time.monotonic(), None, threading.get_ident()
         self._started_at, self._fired_t, self._episode, self._resume = self._t, None, None, 0.0
-        self._thread = threading.Thread(target=self._run, name=f"signalchain-watchdog-{self.name}", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"{_THREAD_PREFIX}{self.name}", daemon=True)
         self._thread.start()
         return self
 
@@ -186,13 +199,13 @@ class Watchdog:
         if self._episode is None:
             if t != self._fired_t and since >= limit:
                 self._fire(t, since, limit, first)
-        elif not self._episode.escalated and since >= ESCALATE * limit:
+        elif not self._episode.escalated and since >= ESCALATE * limit and self._alive(self._tid):
             self._escalate(since)
 
     def _fire(self, t: float, since: float, limit: float, first: bool) -> None:
         self._fired_t = t
         tid = self._tid
-        stacks = _stacks.thread_stacks(exclude=(threading.get_ident(),))
+        stacks = _stacks.thread_stacks(exclude=self._own_threads())
         if tid not in stacks:
             return  # the watched thread has ended: nothing is stalled (the loop finished without stop())
         self.stalls += 1
@@ -207,10 +220,14 @@ class Watchdog:
         self._notify(finding)
         self._run_hooks(self._state(record))
 
+    @staticmethod
+    def _alive(ident: int) -> bool:
+        return any(t.ident == ident for t in threading.enumerate())
+
     def _record(self, since: float, limit: float, first: bool, thread: str, frames: list[Any],
                 stacks: dict[int, tuple[str, list[Any]]]) -> StallRecord:
         explicit = self._phase
-        stack, collective = _stacks.stack_phase(frames)
+        stack, detail = _stacks.stack_phase(frames)
         phase, source = _stacks.resolve_phase(explicit, stack)
         labels: dict[str, list[str]] = {}
         for ident, (tname, fs) in stacks.items():
@@ -218,7 +235,8 @@ class Watchdog:
             labels[key] = [_stacks.format_frame(f) for f in fs[-STACK_DEPTH:]]
         return StallRecord(since_s=since, timeout=limit, step=self._step, phase=phase, phase_source=source,
                            explicit_phase=explicit, stack_phase=stack,
-                           collective=collective if phase == COLLECTIVE else None,
+                           collective=detail if phase == COLLECTIVE and stack == COLLECTIVE else None,
+                           loader_workers=detail == "workers" if phase == LOADER and stack == LOADER else None,
                            site=_stacks.user_site(frames), where=_stacks.format_frame(frames[-1]) if frames else None,
                            thread=thread, pid=os.getpid(), name=self.name, stacks=labels, first_step=first,
                            episode=self.stalls)
@@ -273,9 +291,11 @@ class Watchdog:
         record = self._record(now - t, self.first_timeout if first else self.timeout, first, name, frames, stacks)
         return self._state(record)
 
-    def _own_threads(self) -> tuple[int, ...]:
-        thread = self._thread
-        return (thread.ident,) if thread is not None and thread.ident is not None else ()
+    @staticmethod
+    def _own_threads() -> tuple[int, ...]:
+        """Every watchdog's threads and their hook threads: machinery, not the run's stacks."""
+        return tuple(t.ident for t in threading.enumerate()
+                     if t.ident is not None and t.name.startswith(_THREAD_PREFIX))
 
     # ---- findings and hooks -----------------------------------------------------------------
     def _add(self, finding: Finding) -> bool:
@@ -315,7 +335,7 @@ class Watchdog:
                     done.set()
 
             # Its own thread: a hook that blocks (a dead peer's store) must not take the watchdog with it.
-            threading.Thread(target=call, name=f"signalchain-watchdog-hook-{label}", daemon=True).start()
+            threading.Thread(target=call, name=f"{_THREAD_PREFIX}hook-{label}", daemon=True).start()
             deadline = time.monotonic() + self.hook_timeout
             while not done.wait(min(self.poll, 0.1)):
                 if self._stop.is_set() or time.monotonic() >= deadline:

@@ -28,6 +28,7 @@ class StallRecord:
     explicit_phase: str | None = None
     stack_phase: str | None = None
     collective: str | None = None  # the torch.distributed function the thread is in (phase collective)
+    loader_workers: bool | None = None  # phase loader: the batch is awaited from worker processes
     site: str | None = None  # "path:line" of the innermost frame of the user's own code
     where: str | None = None  # "path:line in func" of the innermost Python frame
     thread: str = "MainThread"  # the watched thread's name
