@@ -90,7 +90,7 @@ def phases(rank: int, out: str) -> None:
     dist.destroy_process_group()
 
 
-def hang(scenario: str, rank: int, out: str) -> None:
+def hang(scenario: str, rank: int, world: int, out: str) -> None:
     model = _model()
     rw = RankWatch(model, every=EVERY, timeout=RW_TIMEOUT)
     wd = Watchdog(WD_TIMEOUT, first_timeout=60.0, stall_hooks=[rw.on_stall])
@@ -108,11 +108,20 @@ def hang(scenario: str, rank: int, out: str) -> None:
         _dump(out, rank, {"findings": [f.to_dict() for f in rw.findings],
                           "watchdog": [f.to_dict() for f in wd.findings], "found_after_s": after,
                           "watchdog_timeout_s": WD_TIMEOUT})
+        # Leave only when every rank has written (bounded): a rank that exits first closes its gloo
+        # pairs, and a peer still waiting in the hung collective would then fail before its verdict.
+        until = time.monotonic() + 15.0
+        while time.monotonic() < until and not all(os.path.exists(os.path.join(out, f"rank{r}.json"))
+                                                   for r in range(world)):
+            time.sleep(0.05)
         os._exit(0)
 
     threading.Thread(target=report, daemon=True).start()
     wd.start()
-    _train(model, rw, rank, hang=scenario, wd=wd)
+    try:
+        _train(model, rw, rank, hang=scenario, wd=wd)
+    except RuntimeError:  # a peer left (gloo: "Connection closed by peer"): the report thread still writes
+        pass
     time.sleep(60)  # a rank the fault spares waits here for the report thread
 
 
@@ -123,4 +132,4 @@ if __name__ == "__main__":
     if scenario == "phases":
         phases(rank, out)
     else:
-        hang(scenario, rank, out)
+        hang(scenario, rank, world, out)
