@@ -66,5 +66,5 @@ def save_first_step(path: Path, batch: Any, output: Any, loss: Any, *, source: s
     trace, omitted = first_step_trace(batch, output, loss)
     if not len(trace):
         return None
-    provenance = {**collect_provenance(), "source": source, "step": step, "omitted": omitted}
+    provenance = {**collect_provenance(), "pipeline": source, "source": source, "step": step, "omitted": omitted}
     return save_golden(path, trace, provenance)

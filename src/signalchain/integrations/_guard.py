@@ -34,7 +34,13 @@ class StepGuard:
         # the instance attribute is deleted so that the class's `step` shows through again
         self._own = optimizer.__dict__.get("step", _UNSET) if hasattr(optimizer, "__dict__") else _UNSET
         self._inner: Callable[..., Any] = optimizer.step
-        optimizer.step = self._step
+
+        def step(closure: Callable[[], Any] | None = None, *args: Any, **kwargs: Any) -> Any:
+            return self._step(closure, *args, **kwargs)
+
+        if hasattr(self._inner, "_wrapped_by_lr_sched"):  # torch's LR scheduler checks its wrapper is still there
+            step._wrapped_by_lr_sched = True  # type: ignore[attr-defined]
+        optimizer.step = step
 
     def _step(self, closure: Callable[[], Any] | None = None, *args: Any, **kwargs: Any) -> Any:
         result: Any = None

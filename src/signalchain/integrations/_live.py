@@ -74,6 +74,7 @@ class LiveSession(Reporting, Watching):
         self.findings: list[Finding] = []
         self.source = "live"  # the callbacks say which trainer, for the golden's provenance
         self.clip_norm: float | None = None  # the trainer clips to this before `before_optimizer` (HF)
+        self.unclipped_at: int | None = None  # the last step whose unclipped norm was written
         self.skipped_steps = 0  # updates withheld by the guard
         self.phase_times: dict[str, float] = {}
         self.tb = TensorBoardSink(tensorboard, self.out_dir / "tensorboard" if self.out_dir else None, self._add)
@@ -245,6 +246,7 @@ class LiveSession(Reporting, Watching):
         # after the trainer clipped, the norm seen here is the unclipped one only if clipping did nothing
         if self.clip_norm is None or self.clip_norm <= 0 or norm < self.clip_norm * (1 - 1e-3):
             self.scalar("grad_norm_unclipped", norm, step)
+            self.unclipped_at = step
         if not self._golden_done:
             self._golden_done = True
             self._safely("golden", self._save_golden, step, judged)
