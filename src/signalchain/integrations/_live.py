@@ -95,6 +95,7 @@ class LiveSession(Reporting, Watching):
         self._output: Any = None
         self._labels: Any = None
         self._replay_batch: Any = None
+        self._judged_loss: Any = None
         self._replaying = False
         self._golden_done = not golden
         self._phase = "idle"
@@ -154,6 +155,15 @@ class LiveSession(Reporting, Watching):
             self._safely(f"close.{what}", fn)
         self._write()
         return self.findings
+
+    @property
+    def in_step(self) -> bool:
+        """Between begin_step and end_step (gradient accumulation: several batches in one step)."""
+        return self._step is not None
+
+    def mark(self, name: str) -> None:
+        """The run is in phase `name` from now on (for hooks that see a phase begin but not end)."""
+        self._safely("mark", self._mark, name)
 
     def scalar(self, tag: str, value: float, step: int) -> None:
         """One more scalar under `signalchain/` (written at the next flush)."""
@@ -247,9 +257,7 @@ class LiveSession(Reporting, Watching):
         if self.clip_norm is None or self.clip_norm <= 0 or norm < self.clip_norm * (1 - 1e-3):
             self.scalar("grad_norm_unclipped", norm, step)
             self.unclipped_at = step
-        if not self._golden_done:
-            self._golden_done = True
-            self._safely("golden", self._save_golden, step, judged)
+        self._judged_loss = judged
         return ok
 
     def _save_golden(self, step: int, loss: Any) -> None:
@@ -260,6 +268,9 @@ class LiveSession(Reporting, Watching):
 
     def _end(self, step: int, logs: Mapping[str, float] | None) -> None:
         self._exit_context()
+        if not self._golden_done:  # at the end of the step: the trainer's outputs (logits) are in by now
+            self._golden_done = True
+            self._safely("golden", self._save_golden, step, self._judged_loss)
         if self.monitor is not None:
             history = self.monitor.history
             if self.monitor.scaler is not None and history["scale"]:
@@ -280,7 +291,7 @@ class LiveSession(Reporting, Watching):
         if self._watchdog is not None:
             self._watchdog.beat(step)
         self._step, self._losses, self._batch, self._output, self._labels = None, [], None, None, None
-        self._replay_batch = None
+        self._replay_batch = self._judged_loss = None
         self._mark("loader")  # until the next begin_step the run waits for its data
         self._last_end = time.perf_counter()
 
