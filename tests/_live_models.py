@@ -47,3 +47,34 @@ def collate(items: list[dict]) -> dict[str, torch.Tensor]:
 
 def flat(model: nn.Module) -> torch.Tensor:
     return torch.cat([p.detach().reshape(-1).clone() for p in model.parameters()])
+
+
+CODEBOOKS, CARD, FRAMES = 2, 8, 5
+
+
+class Codes(nn.Module):
+    """A codebook model: logits [B, K, T, V] for labels [B, K, T] (padding -100), as MusicGen-like LMs."""
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.emb = nn.Embedding(CARD, 16)
+        self.heads = nn.Linear(16, CODEBOOKS * CARD)
+
+    def forward(self, codes: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
+        b, k, t = codes.shape
+        h = self.emb(codes).mean(1)  # [B, T, D]
+        logits = self.heads(h).reshape(b, t, k, CARD).transpose(1, 2)  # [B, K, T, V]
+        loss = nn.functional.cross_entropy(logits.reshape(-1, CARD), labels.reshape(-1), ignore_index=-100)
+        return {"loss": loss, "logits": logits}
+
+
+def code_examples(n: int, seed: int = 0) -> list[dict]:
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n):
+        codes = torch.randint(0, CARD, (CODEBOOKS, FRAMES), generator=g)
+        labels = codes.roll(-1, dims=1)
+        labels[:, -1] = -100
+        out.append({"codes": codes, "labels": labels})
+    return out

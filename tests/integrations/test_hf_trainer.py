@@ -5,6 +5,7 @@ are read back."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -14,7 +15,7 @@ pytest.importorskip("accelerate")
 import torch  # noqa: E402
 from click.testing import CliRunner  # noqa: E402
 
-from _live_models import Tiny, collate, examples, flat  # noqa: E402
+from _live_models import CODEBOOKS, Codes, Tiny, code_examples, collate, examples, flat  # noqa: E402
 from signalchain.cli import cli  # noqa: E402
 from signalchain.findings import Finding  # noqa: E402
 from signalchain.integrations._live import LiveSession  # noqa: E402
@@ -47,14 +48,14 @@ class Moves(transformers.TrainerCallback):
         self.moved.append(not torch.equal(self.before, flat(model)))
 
 
-def train(tmp_path, *, bad: int | None = BAD, seed: int = 0, accumulate: int = 1, **options):
-    model = Tiny(seed)
+def train(tmp_path, *, bad: int | None = BAD, seed: int = 0, accumulate: int = 1, codes: bool = False, **options):
+    model = Codes(seed) if codes else Tiny(seed)
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path), report_to=[], use_cpu=True, max_steps=STEPS, per_device_train_batch_size=4,
         gradient_accumulation_steps=accumulate, learning_rate=0.05, lr_scheduler_type="constant",
         logging_steps=1, save_strategy="no", disable_tqdm=True, seed=seed, dataloader_num_workers=0)
     cb, moves = SignalchainCallback(**options), Moves()
-    data = Ordered(examples(STEPS * accumulate, bad, seed))
+    data = Ordered(code_examples(STEPS * 4, seed) if codes else examples(STEPS * accumulate, bad, seed))
     trainer = transformers.Trainer(model=model, args=args, train_dataset=data, data_collator=collate,
                                    callbacks=[cb, moves])
     trainer.train()
@@ -127,3 +128,14 @@ def test_a_hook_that_raises_is_a_finding_and_the_run_completes(tmp_path, monkeyp
     failed = [f for f in cb.findings if f.id == "internal.check_failed"]
     assert len(failed) == 1 and "injected" in failed[0].message
     assert json.loads((out / "findings.json").read_text())["findings"][0]["id"] == "internal.check_failed"
+
+
+def test_per_codebook_ce_and_perplexity_every_n_steps(tmp_path) -> None:
+    cb, moved, out = train(tmp_path, codes=True, every=3, golden=False)
+    assert all(moved) and [f for f in cb.findings if f.severity.value != "info"] == []
+    acc = scalars(out / "tensorboard")
+    for k in range(CODEBOOKS):
+        ce, ppl = acc.Scalars(f"signalchain/ce/codebook_{k}"), acc.Scalars(f"signalchain/ppl/codebook_{k}")
+        assert [e.step for e in ce] == [0, 3, 6, 9] == [e.step for e in ppl]
+        assert [p.value for p in ppl] == pytest.approx([math.exp(c.value) for c in ce], rel=1e-4)
+        assert 0 < ce[0].value < 2 * math.log(8)  # near chance (log 8) for an untrained model

@@ -50,15 +50,15 @@ class Moves(L.Callback):
         self.moved.append(not torch.equal(self.before, flat(pl_module)))
 
 
-def fit(tmp_path, *, bad: int | None = BAD, seed: int = 0, tb: bool = True, **options):
+def fit(tmp_path, *, bad: int | None = BAD, seed: int = 0, tb: bool = True, accumulate: int = 1, **options):
     module = Lit(seed)
-    loader = torch.utils.data.DataLoader(examples(STEPS, bad, seed), batch_size=4, shuffle=False,
+    loader = torch.utils.data.DataLoader(examples(STEPS * accumulate, bad, seed), batch_size=4, shuffle=False,
                                          collate_fn=collate)
     cb, moves = SignalchainCallback(out_dir=tmp_path / "sc", **options), Moves()
     trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=STEPS, enable_progress_bar=False,
                         enable_model_summary=False, enable_checkpointing=False, log_every_n_steps=1,
                         logger=TensorBoardLogger(str(tmp_path), name="tb") if tb else False,
-                        callbacks=[cb, moves], default_root_dir=str(tmp_path))
+                        callbacks=[cb, moves], default_root_dir=str(tmp_path), accumulate_grad_batches=accumulate)
     trainer.fit(module, loader)
     return cb, moves.moved, module, trainer
 
@@ -96,6 +96,16 @@ def test_clean_runs_raise_nothing(tmp_path, seed) -> None:
     cb, moved, _, _ = fit(tmp_path, bad=None, seed=seed, tb=False, golden=False, tensorboard=False)
     assert all(moved) and len(moved) == STEPS
     assert [f for f in cb.findings if f.severity.value != "info"] == []
+
+
+def test_gradient_accumulation_is_one_verdict_per_optimizer_step(tmp_path) -> None:
+    # examples() poisons micro-batch BAD of 2 * STEPS: optimizer step BAD // 2
+    cb, moved, _, _ = fit(tmp_path, accumulate=2, tb=False, golden=False, tensorboard=False)
+    monitor = cb.session.monitor
+    assert monitor.steps == STEPS and len(monitor.history["loss"]) == STEPS and monitor.fired == [BAD // 2]
+    assert moved == [i % 2 == 1 and i // 2 != BAD // 2 for i in range(2 * STEPS)]  # per batch
+    first = next(f for f in cb.findings if f.id == "nonfinite.first")
+    assert first.stage == "features" and first.evidence["step"] == BAD // 2
 
 
 def test_a_hook_that_raises_is_a_finding_and_the_run_completes(tmp_path, monkeypatch) -> None:

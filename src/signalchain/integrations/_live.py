@@ -216,7 +216,8 @@ class LiveSession(Reporting, Watching):
             self._losses.append((loss.detach(), batch if batch is not None else self._batch))
         if self._batch is None and batch is not None:
             self._batch = batch
-        if output is not None:
+        # the output (its logits) is kept only on steps that use it: holding logits through backward costs memory
+        if output is not None and (not self._golden_done or self._step % self.every == 0):
             self._output = output
             if labels is None and isinstance(batch, Mapping):
                 labels = batch.get("labels")

@@ -62,6 +62,7 @@ class SignalchainCallback(Callback):
         self._step = 0  # the optimizer step the open batches belong to
         self._batch: Any = None
         self._batch_idx = 0
+        self._index_of: dict[int, int] = {}  # id(batch) -> batch_idx, for the open step's micro-batches
         self._judged = False  # on_before_optimizer_step ran for the open step
         self._module: Any = None
 
@@ -104,7 +105,7 @@ class SignalchainCallback(Callback):
         was = getattr(module, "_current_fx_name", None)
         module._current_fx_name = "training_step"
         try:
-            out = module.training_step(batch, self._batch_idx)
+            out = module.training_step(batch, self._index_of.get(id(batch), self._batch_idx))
         finally:
             module._current_fx_name = was
         return out if isinstance(out, torch.Tensor) else loss_of(out)
@@ -115,8 +116,9 @@ class SignalchainCallback(Callback):
             return
         self._batch, self._batch_idx = batch, batch_idx
         if not session.in_step:  # gradient accumulation: later batches join the open step
-            self._step, self._judged = int(trainer.global_step), False
+            self._step, self._judged, self._index_of = int(trainer.global_step), False, {}
             session.begin_step(self._step, batch)
+        self._index_of[id(batch)] = batch_idx
 
     def on_before_backward(self, trainer: Any, pl_module: Any, loss: torch.Tensor) -> None:
         if self.session is not None:
