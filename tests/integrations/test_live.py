@@ -108,3 +108,38 @@ def test_phases_are_timed_and_loader_waits_measured(tmp_path) -> None:
     run(session, bad=None)
     assert session.phase_times["forward"] > 0
     assert session._phase == "loader"
+
+
+def test_a_scalers_scale_and_the_step_scalars_reach_tensorboard(tmp_path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    session = LiveSession(out_dir=tmp_path, every=2, ratio_every=3)
+    model = Tiny(0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    session.attach(model, opt, scaler=scaler, replay=lambda m, b: m(**b)["loss"])
+    data = examples(STEPS, None, 0)
+    for step in range(STEPS):
+        batch = collate(data[step * 4:(step + 1) * 4])
+        session.begin_step(step, batch)
+        loss = model(**batch)["loss"]
+        scaler.scale(loss).backward()
+        session.before_optimizer(step, loss)
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+        session.end_step(step, {"lr": 0.1})
+    findings = session.close()
+    assert [f for f in findings if f.severity.value != "info"] == []
+    acc = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"scalars": 0})
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("signalchain/grad_scale")] == [(s, 1024.0) for s in range(STEPS)]
+    assert [e.step for e in acc.Scalars("signalchain/update_ratio")] == [0, 3, 6]
+    assert [e.step for e in acc.Scalars("signalchain/lr")] == list(range(STEPS))
+
+
+def test_hooks_after_close_do_nothing(tmp_path) -> None:
+    session = LiveSession(out_dir=None, tensorboard=False)
+    *_, findings = run(session, bad=None)
+    session.begin_step(99)
+    assert session.before_optimizer(99) is True and not session.in_step and session.findings == findings

@@ -35,10 +35,10 @@ import torch
 from ..findings import Finding
 from ..monitor import Monitor
 from ..probes.forward_tap import ForwardTap
-from ._codebooks import per_codebook_ce
 from ._first_step import save_first_step
 from ._guard import StepGuard
 from ._reporting import Reporting
+from ._scalars import StepScalars
 from ._tensorboard import TensorBoardSink
 from ._watching import Watching
 
@@ -46,7 +46,7 @@ __all__ = ["LiveSession"]
 
 
 
-class LiveSession(Reporting, Watching):
+class LiveSession(Reporting, StepScalars, Watching):
     """Monitor, golden batch, findings file and TensorBoard for one training run.
 
     out_dir: where findings.json, golden/ and tensorboard/ go (None: nowhere; findings stay in
@@ -133,6 +133,8 @@ class LiveSession(Reporting, Watching):
 
     def before_optimizer(self, step: int, loss: Any = None, grad_norm: Any = None) -> bool:
         """Judge the step (after backward, before the update). False: non-finite, the update is skipped."""
+        if self._closed:
+            return True
         try:
             return self._before(step, loss, grad_norm)
         except Exception as exc:
@@ -268,51 +270,22 @@ class LiveSession(Reporting, Watching):
         save_first_step(self.out_dir / "golden", batch, self._output, loss, source=self.source, step=step)
 
     def _end(self, step: int, logs: Mapping[str, float] | None) -> None:
-        self._exit_context()
-        if not self._golden_done:  # at the end of the step: the trainer's outputs (logits) are in by now
-            self._golden_done = True
-            self._safely("golden", self._save_golden, step, self._judged_loss)
-        if self.monitor is not None:
-            history = self.monitor.history
-            if self.monitor.scaler is not None and history["scale"]:
-                self.scalar("grad_scale", history["scale"][-1], step)
-            if history["ratio_steps"] and history["ratio_steps"][-1] == self.monitor.steps:
-                self.scalar("update_ratio", history["update_ratio"][-1], step)
-            self.scalar("skipped_steps", self.skipped_steps + self.monitor.skipped, step)
-        for key, value in (logs or {}).items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                self.scalar(key, value, step)
-        if step % self.every == 0 and self._output is not None:
-            self._safely("codebooks", self._codebooks, step)
-        if self.sample_every and self.sample_fn is not None and step % self.sample_every == 0 and self.rank == 0:
-            self._safely("sample", self._sample, step)
-        if step % self.every == 0:
-            self.tb.flush()
-        self._rank_watch_step(step)
-        if self._watchdog is not None:
-            self._watchdog.beat(step)
-        self._step, self._losses, self._batch, self._output, self._labels = None, [], None, None, None
-        self._replay_batch = self._judged_loss = None
-        self._mark("loader")  # until the next begin_step the run waits for its data
-        self._last_end = time.perf_counter()
-
-    def _codebooks(self, step: int) -> None:
-        ce = per_codebook_ce(self._output, self._labels)
-        for k, value in enumerate(ce or []):
-            self.scalar(f"ce/codebook_{k}", value, step)
-            self.scalar(f"ppl/codebook_{k}", math.exp(min(value, 80.0)) if math.isfinite(value) else value, step)
-
-    def _sample(self, step: int) -> None:
-        assert self.sample_fn is not None and self.model is not None
-        training = self.model.training
         try:
-            self.model.eval()
-            with torch.no_grad(), self.phase("sample"):
-                audio, rate = self.sample_fn(self.model)
-        finally:
-            self.model.train(training)
-        if self.rank == 0:
-            self.tb.audio("sample", audio, int(rate), step)
+            self._exit_context()
+            if not self._golden_done:  # at the end of the step: the trainer's outputs (logits) are in by now
+                self._golden_done = True
+                self._safely("golden", self._save_golden, step, self._judged_loss)
+            self._safely("scalars", self._step_scalars, step, logs)
+            if step % self.every == 0:
+                self._safely("tensorboard", self.tb.flush)
+            self._rank_watch_step(step)
+            if self._watchdog is not None:
+                self._watchdog.beat(step)
+        finally:  # whatever failed above, the step is over: the next begin_step starts a new one
+            self._step, self._losses, self._batch, self._output, self._labels = None, [], None, None, None
+            self._replay_batch = self._judged_loss = None
+            self._mark("loader")  # until the next begin_step the run waits for its data
+            self._last_end = time.perf_counter()
 
     def _replay(self, model: torch.nn.Module, batch: Any) -> Any:
         """The Monitor's replay, on the micro-batch that went non-finite; the forward hooks stand aside."""

@@ -33,6 +33,7 @@ class Reporting:
     skipped_steps: int
     _lock: threading.RLock
     _said: set[tuple[str, str]]
+    _closed: bool
     _step: int | None
 
     def _from_monitor(self, finding: Finding) -> None:
@@ -73,6 +74,8 @@ class Reporting:
         self._add(dataclasses.replace(f, evidence={**f.evidence, "hook": where, "step": self._step}))
 
     def _safely(self, where: str, fn: Callable[..., Any], *args: Any) -> Any:
+        if self._closed and not where.startswith("close"):  # a hook after close (an evaluation): nothing
+            return None
         try:
             return fn(*args)
         except Exception as exc:
