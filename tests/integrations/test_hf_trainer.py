@@ -48,17 +48,20 @@ class Moves(transformers.TrainerCallback):
         self.moved.append(not torch.equal(self.before, flat(model)))
 
 
-def train(tmp_path, *, bad: int | None = BAD, seed: int = 0, accumulate: int = 1, codes: bool = False, **options):
+def train(tmp_path, *, bad: int | None = BAD, seed: int = 0, accumulate: int = 1, codes: bool = False,
+          clip: float = 1.0, **options):
     model = Codes(seed) if codes else Tiny(seed)
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path), report_to=[], use_cpu=True, max_steps=STEPS, per_device_train_batch_size=4,
         gradient_accumulation_steps=accumulate, learning_rate=0.05, lr_scheduler_type="constant",
-        logging_steps=1, save_strategy="no", disable_tqdm=True, seed=seed, dataloader_num_workers=0)
+        logging_steps=1, save_strategy="no", disable_tqdm=True, seed=seed, dataloader_num_workers=0,
+        max_grad_norm=clip)
     cb, moves = SignalchainCallback(**options), Moves()
     data = Ordered(code_examples(STEPS * 4, seed) if codes else examples(STEPS * accumulate, bad, seed))
     trainer = transformers.Trainer(model=model, args=args, train_dataset=data, data_collator=collate,
                                    callbacks=[cb, moves])
     trainer.train()
+    cb.log_history = trainer.state.log_history
     return cb, moves.moved, tmp_path / "signalchain"
 
 
@@ -139,3 +142,13 @@ def test_per_codebook_ce_and_perplexity_every_n_steps(tmp_path) -> None:
         assert [e.step for e in ce] == [0, 3, 6, 9] == [e.step for e in ppl]
         assert [p.value for p in ppl] == pytest.approx([math.exp(c.value) for c in ce], rel=1e-4)
         assert 0 < ce[0].value < 2 * math.log(8)  # near chance (log 8) for an untrained model
+
+
+def test_on_clipped_steps_the_unclipped_norm_is_hfs_own(tmp_path) -> None:
+    # every step is clipped to 1e-3: what the callback sees is clipped, so HF's logged pre-clip norm is written
+    cb, moved, out = train(tmp_path, bad=None, clip=1e-3, golden=False)
+    logged = {h["step"] - 1: h["grad_norm"] for h in cb.log_history if "grad_norm" in h}
+    written = {e.step: e.value for e in scalars(out / "tensorboard").Scalars("signalchain/grad_norm_unclipped")}
+    assert sorted(written) == list(range(STEPS)) == sorted(logged)
+    assert all(v > 1e-2 for v in written.values())  # far above the clipped 1e-3
+    assert [written[s] for s in range(STEPS)] == pytest.approx([logged[s] for s in range(STEPS)], rel=1e-5)
