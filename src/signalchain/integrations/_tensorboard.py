@@ -2,8 +2,8 @@
 
 Scalars are buffered as plain floats (the session passes values it has already read; nothing here
 touches a device) and handed to the `SummaryWriter` in `flush()`, which the session calls every
-`every` steps and at close. Audio is written with the model's sample rate, always given: the
-writer's default of 44.1 kHz is wrong for MusicGen's 32 kHz. The target is `True` (a writer on
+`every` steps and at close, on a writer thread of its own. Audio is written with the model's sample
+rate, always given: the writer's default of 44.1 kHz is wrong for MusicGen's 32 kHz. The target is `True` (a writer on
 `default_dir`), a folder, or an existing writer (Lightning's `TensorBoardLogger.experiment`), which
 is flushed but never closed here: it belongs to the trainer. Without `tensorboard` installed the
 sink says so once, as an info finding, and drops everything.
@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
 from ..checks.base import make
-from ..findings import Finding
+from ..findings import Finding, check_failed
 
 __all__ = ["TensorBoardSink", "PREFIX", "tensorboard_available"]
 
 PREFIX = "signalchain/"
 CHECK = "integrations.tensorboard"
+CLOSE_TIMEOUT = 30.0  # seconds close() waits for the last scalars to be written
 
 
 def tensorboard_available() -> bool:
@@ -40,6 +43,9 @@ class TensorBoardSink:
         self.disabled = target is False or target is None
         self.pending: list[tuple[str, float, int]] = []
         self.log_dir: Path | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._future: Future[None] | None = None
+        self._failed = False
 
     def retarget(self, target: bool | str | Path | Any) -> None:
         """Point the sink elsewhere before anything was written (a trainer's own log dir or writer)."""
@@ -68,7 +74,8 @@ class TensorBoardSink:
             self.disabled = True
             return None
         where.mkdir(parents=True, exist_ok=True)
-        self.writer, self.owned, self.log_dir = SummaryWriter(log_dir=str(where)), True, where
+        # a long queue: the default of 10 events makes add_event wait for the disk
+        self.writer, self.owned, self.log_dir = SummaryWriter(log_dir=str(where), max_queue=1000), True, where
         return self.writer
 
     def scalar(self, tag: str, value: float, step: int) -> None:
@@ -83,23 +90,59 @@ class TensorBoardSink:
         writer.add_audio(PREFIX + tag, mono(audio), global_step=int(step), sample_rate=int(sample_rate))
 
     def flush(self) -> None:
+        """Hand the buffered scalars to the writer, off the training thread (building and queueing
+        TensorBoard events costs ~0.1 ms each: a few per step would show on a small model's step)."""
         if self.disabled and not self.pending:
             return
         pending, self.pending = self.pending, []
         writer = self._open()
         if writer is None:
             return
-        for tag, value, step in pending:
-            writer.add_scalar(tag, value, global_step=step)
-        writer.flush()
+        self._collect(None)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="signalchain-tensorboard")
+        self._future = self._pool.submit(_write_scalars, writer, pending)
+
+    def _collect(self, timeout: float | None) -> bool:
+        """The previous batch's outcome (a failure becomes a finding, once); False if still running."""
+        future, self._future = self._future, None
+        if future is None:
+            return True
+        if timeout is None and not future.done():
+            self._future = future  # still writing: looked at next time
+            return False
+        try:
+            future.result(timeout=timeout)
+        except FutureTimeout:
+            return False
+        except Exception as exc:
+            if not self._failed:
+                self._failed = True
+                self.on_finding(check_failed(CHECK, exc))
+        return True
 
     def close(self) -> None:
+        """Write what is left and wait for it (at most `CLOSE_TIMEOUT` s: a stuck disk must not hang the
+        end of training); a writer of the trainer's is flushed, never closed."""
+        finished = True
         try:
             self.flush()
+            finished = self._collect(CLOSE_TIMEOUT)
         finally:
-            if self.writer is not None and self.owned:
-                self.writer.close()
+            if self._pool is not None:
+                self._pool.shutdown(wait=False)
+                self._pool = None
+            if self.writer is not None and finished:
+                self.writer.flush()
+                if self.owned:
+                    self.writer.close()
             self.writer, self.disabled = None, True
+
+
+def _write_scalars(writer: Any, pending: list[tuple[str, float, int]]) -> None:
+    for tag, value, step in pending:
+        writer.add_scalar(tag, value, global_step=step)
+    writer.flush()
 
 
 def mono(audio: Any) -> Any:
