@@ -135,13 +135,13 @@ def lightning_run(kind: str, steps: int) -> float:
 
 
 def main() -> None:
+    global WIDTH
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--width", type=int, default=WIDTH, help="hidden width (256: a ~7 ms step on one core)")
     args = ap.parse_args()
-    global WIDTH
     WIDTH = args.width
     torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore")
