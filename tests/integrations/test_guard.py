@@ -26,6 +26,8 @@ def test_skip_is_one_shot_and_close_restores() -> None:
     guard.skip_next = True
     opt.step()
     assert torch.equal(model.weight, before) and guard.skipped == [0]
+    assert model.weight.grad is None  # withheld by dropping the gradients
+    loss_of(model).backward()
     opt.step()
     assert not torch.equal(model.weight, before)
     guard.close()
@@ -73,6 +75,27 @@ def test_accelerates_optimizer_wrapper_is_guarded() -> None:
     guard.skip_next = True
     wrapped.step()
     assert torch.equal(model.weight, before)
+    loss_of(model).backward()
     wrapped.step()
     assert not torch.equal(model.weight, before)
     guard.close()
+
+
+def test_a_withheld_step_keeps_a_scalers_bookkeeping_going() -> None:
+    # HF's order: backward on the scaled loss, unscale_ (for clipping), step, update; a second unscale_
+    # without an update() in between raises, so the withheld step must still reach scaler.update()
+    model, opt = setup()
+    opt = torch.optim.AdamW(model.parameters(), lr=0.1, weight_decay=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=8.0)
+    guard = StepGuard(opt)
+    weights = []
+    for i in range(3):
+        scaler.scale(loss_of(model)).backward()
+        scaler.unscale_(opt)
+        guard.skip_next = i == 1
+        before = model.weight.detach().clone()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+        weights.append(torch.equal(before, model.weight))
+    assert weights == [False, True, False] and guard.skipped == [1]  # not even weight decay on the skipped one

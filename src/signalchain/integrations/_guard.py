@@ -4,9 +4,12 @@ Neither HF's `Trainer` nor Lightning offers a hook that can veto `optimizer.step
 replaces `step` on the optimizer *instance* the trainer calls (HF: the `AcceleratedOptimizer`,
 whose own `step` forwards to the torch optimizer; Lightning: the torch optimizer inside the
 `LightningOptimizer`). While `skip_next` is set, the next call does not apply the update, and the
-flag clears itself (one-shot). A closure is always run: in Lightning's automatic optimisation the
-forward and backward happen inside it, and the judgement that may set the flag runs at its end
-(`on_before_optimizer_step`), so the guard runs the closure first and decides afterwards.
+flag clears itself (one-shot). The update is withheld by dropping the gradients, not the call: the
+optimizer still runs, so that a GradScaler's per-step bookkeeping (HF's `unscale_` before clipping
+needs its `update()`) and a scheduler's count go on, and torch's optimizers skip a parameter without
+a gradient (no step, no weight decay, no state change). A closure always runs: in Lightning's
+automatic optimisation forward and backward happen inside it and the judgement that sets the flag
+runs at its end (`on_before_optimizer_step`), so the gradients are dropped after it.
 `close()` puts back whatever `step` the instance had before (a scheduler's counting wrapper too).
 """
 
@@ -14,8 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
-
-import torch
 
 __all__ = ["StepGuard"]
 
@@ -43,19 +44,28 @@ class StepGuard:
         optimizer.step = step
 
     def _step(self, closure: Callable[[], Any] | None = None, *args: Any, **kwargs: Any) -> Any:
-        result: Any = None
-        ran = False
-        if closure is not None:
-            with torch.enable_grad():  # as torch's optimizers call it
-                result, ran = closure(), True
         index, self.calls = self.calls, self.calls + 1
-        if self.skip_next:
-            self.skip_next = False
-            self.skipped.append(index)
-            return result
         if closure is None:
+            if self.skip_next:
+                self._withhold(index)
             return self._inner(*args, **kwargs)
-        return self._inner(_Once(closure, result) if ran else closure, *args, **kwargs)
+
+        def judged() -> Any:  # the verdict is made inside the closure (Lightning): withhold after it
+            result = closure()
+            if self.skip_next:
+                self._withhold(index)
+            return result
+
+        return self._inner(judged, *args, **kwargs)
+
+    def _withhold(self, index: int) -> None:
+        """No update from this step: the optimizer still runs (a GradScaler's bookkeeping, a scheduler's
+        count), but with no gradients, which torch's optimizers skip: weights and their state stay."""
+        self.skip_next = False
+        self.skipped.append(index)
+        for group in getattr(self.optimizer, "param_groups", None) or []:
+            for q in group["params"]:
+                q.grad = None
 
     def close(self) -> None:
         """Restore the optimizer's own `step`; idempotent."""
@@ -68,17 +78,3 @@ class StepGuard:
                 self.optimizer.step = self._own
         finally:
             self.optimizer = None
-
-
-class _Once:
-    """A closure already evaluated once: the first call returns that result (the optimizer's own
-    call), later ones (LBFGS re-evaluates) run the real closure again."""
-
-    def __init__(self, closure: Callable[[], Any], result: Any) -> None:
-        self.closure, self.result, self.used = closure, result, False
-
-    def __call__(self) -> Any:
-        if not self.used:
-            self.used = True
-            return self.result
-        return self.closure()
