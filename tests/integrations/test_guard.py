@@ -99,3 +99,28 @@ def test_a_withheld_step_keeps_a_scalers_bookkeeping_going() -> None:
         opt.zero_grad()
         weights.append(torch.equal(before, model.weight))
     assert weights == [False, True, False] and guard.skipped == [1]  # not even weight decay on the skipped one
+
+
+def test_accelerates_scaler_path_survives_a_withheld_step() -> None:
+    # AcceleratedOptimizer with a GradScaler swaps the inner optimizer's step during its own step;
+    # the guard sits on the outer one (what HF's Trainer calls) and must not upset that dance
+    accelerate = pytest.importorskip("accelerate")
+    from accelerate.optimizer import AcceleratedOptimizer
+
+    accelerate.Accelerator(cpu=True)  # the shared state AcceleratedOptimizer reads
+    model, opt = setup()
+    scaler = torch.amp.GradScaler("cpu", init_scale=8.0)
+    wrapped = AcceleratedOptimizer(opt, device_placement=False, scaler=scaler)
+    guard = StepGuard(wrapped)
+    same = []
+    for i in range(3):
+        scaler.scale(loss_of(model)).backward()
+        scaler.unscale_(opt)  # what HF's clipping does through accelerator.clip_grad_norm_
+        guard.skip_next = i == 1
+        before = model.weight.detach().clone()
+        wrapped.step()
+        wrapped.zero_grad()
+        same.append(torch.equal(before, model.weight))
+    assert same == [False, True, False] and not wrapped.step_was_skipped
+    guard.close()
+    assert "step" not in wrapped.__dict__ and opt.step == opt.__class__.step.__get__(opt)
