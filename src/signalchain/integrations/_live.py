@@ -45,7 +45,6 @@ from ._watching import Watching
 __all__ = ["LiveSession"]
 
 
-
 class LiveSession(Reporting, StepScalars, Watching):
     """Monitor, golden batch, findings file and TensorBoard for one training run.
 
