@@ -1,0 +1,85 @@
+"""Findings of a live session: to the "signalchain" logger (one line each, as they are made) and to
+`out_dir/findings.json` in the shape `signalchain doctor --json` writes, rewritten whole and
+atomically whenever a finding arrives, so that a run killed at any moment leaves a readable file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..findings import Finding, Severity, check_failed
+from ..report.jsonout import write_json
+
+__all__ = ["Reporting"]
+
+CHECK = "integrations.live"
+_LEVEL = {Severity.ERROR: logging.ERROR, Severity.WARNING: logging.WARNING, Severity.INFO: logging.INFO}
+
+
+class Reporting:
+    """The findings half of `LiveSession` (a mixin: the session sets these attributes)."""
+
+    findings: list[Finding]
+    out_dir: Path | None
+    log: logging.Logger
+    strict: bool
+    rank: int
+    source: str
+    skipped_steps: int
+    _lock: threading.RLock
+    _said: set[tuple[str, str]]
+    _closed: bool
+    _step: int | None
+
+    def _from_monitor(self, finding: Finding) -> None:
+        """The Monitor counts its own steps; the evidence says the trainer's."""
+        if self._step is not None and finding.evidence.get("step") != self._step:
+            evidence = {**finding.evidence, "monitor_step": finding.evidence.get("step"), "step": self._step}
+            finding = dataclasses.replace(finding, evidence=evidence)
+        self._add(finding)
+
+    def _add(self, finding: Finding) -> None:
+        with self._lock:
+            self.findings.append(finding)
+        try:
+            self.log.log(_LEVEL.get(finding.severity, logging.WARNING), "signalchain: %s [%s] @ %s: %s",
+                         finding.id, finding.severity.value, finding.stage, finding.message)
+        except Exception:
+            pass
+        self._write()
+
+    def _write(self) -> None:
+        """findings.json, rewritten whole and atomically (rank r > 0: findings.rank<r>.json)."""
+        if self.out_dir is None:
+            return
+        name = "findings.json" if self.rank == 0 else f"findings.rank{self.rank}.json"
+        try:
+            with self._lock:
+                write_json(self.out_dir / name, list(self.findings), source=self.source, rank=self.rank,
+                           skipped_steps=self.skipped_steps)
+        except Exception as exc:  # a full disk must not end the run; the log still has every finding
+            self.log.error("signalchain: could not write %s: %s", self.out_dir / name, exc)
+
+    def _internal(self, where: str, exc: BaseException) -> None:
+        key = (where, f"{type(exc).__name__}: {exc}"[:200])
+        if key in self._said:
+            return
+        self._said.add(key)
+        f = check_failed(CHECK, exc)
+        self._add(dataclasses.replace(f, evidence={**f.evidence, "hook": where, "step": self._step}))
+
+    def _safely(self, where: str, fn: Callable[..., Any], *args: Any) -> Any:
+        if self._closed and not where.startswith("close"):  # a hook after close (an evaluation): nothing
+            return None
+        try:
+            return fn(*args)
+        except Exception as exc:
+            if self.strict:
+                raise
+            self._internal(where, exc)
+            return None
