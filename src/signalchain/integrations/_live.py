@@ -62,13 +62,15 @@ class LiveSession(Reporting, StepScalars, Watching):
                  tensorboard: bool | str | Any = True, sample_every: int = 0,
                  sample_fn: Callable[[torch.nn.Module], tuple[Any, int]] | None = None,
                  golden: bool = True, skip_nonfinite: bool = True, strict: bool = False,
-                 watchdog_timeout: float | None = None, distributed: bool | None = None,
-                 logger: logging.Logger | None = None):
+                 watchdog_timeout: float | None = None, first_timeout: float | None = None,
+                 distributed: bool | None = None, logger: logging.Logger | None = None):
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.every, self.ratio_every = max(1, int(every)), int(ratio_every)
         self.sample_every, self.sample_fn = int(sample_every), sample_fn
         self.golden, self.skip_nonfinite, self.strict = golden, skip_nonfinite, strict
         self.watchdog_timeout, self.distributed = watchdog_timeout, distributed
+        self.first_timeout = first_timeout if first_timeout is not None else (
+            3 * watchdog_timeout if watchdog_timeout else None)
         self.log = logger or logging.getLogger("signalchain")
         self.findings: list[Finding] = []
         self.source = "live"  # the callbacks say which trainer, for the golden's provenance
@@ -89,6 +91,7 @@ class LiveSession(Reporting, StepScalars, Watching):
         self._step: int | None = None  # the step between begin_step and end_step
         self._context: Any = None  # the Monitor's step context of that step
         self._last_end: float | None = None
+        self._last_step: int | None = None
         self._losses: list[tuple[torch.Tensor, Any]] = []  # this step's micro-batch losses, with their batch
         self._batch: Any = None
         self._output: Any = None
@@ -162,6 +165,10 @@ class LiveSession(Reporting, StepScalars, Watching):
         """Between begin_step and end_step (gradient accumulation: several batches in one step)."""
         return self._step is not None
 
+    def progress(self) -> None:
+        """Progress that is not a training step (an evaluation batch): the watchdog is re-armed."""
+        self._safely("progress", self._progress, self._last_step)
+
     def mark(self, name: str) -> None:
         """The run is in phase `name` from now on (for hooks that see a phase begin but not end)."""
         self._safely("mark", self._mark, name)
@@ -184,8 +191,8 @@ class LiveSession(Reporting, StepScalars, Watching):
                                strict=self.strict, on_finding=self._from_monitor, ratio_every=self.ratio_every)
         if self.skip_nonfinite and optimizer is not None:
             self._guard = StepGuard(optimizer)
+        self._start_rank_watch(model)  # first: the watchdog takes its stall hook
         self._start_watchdog()
-        self._start_rank_watch(model)
 
     def _watch_forward(self, model: torch.nn.Module) -> None:
         if self._tap is not None:
@@ -204,7 +211,6 @@ class LiveSession(Reporting, StepScalars, Watching):
         if self._last_end is not None:
             wait = now - self._last_end
             self.scalar("loader_wait_s", wait, step)
-            self._rank_time("loader", wait)
         self._mark("forward")
         if self.monitor is not None:
             self._context = self.monitor.step(batch)
@@ -285,6 +291,7 @@ class LiveSession(Reporting, StepScalars, Watching):
             self._replay_batch = self._judged_loss = None
             self._mark("loader")  # until the next begin_step the run waits for its data
             self._last_end = time.perf_counter()
+            self._last_step = step
 
     def _replay(self, model: torch.nn.Module, batch: Any) -> Any:
         """The Monitor's replay, on the micro-batch that went non-finite; the forward hooks stand aside."""

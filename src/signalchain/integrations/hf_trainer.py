@@ -50,13 +50,16 @@ class SignalchainCallback(TrainerCallback):
                  tensorboard: bool | str | Any = True, sample_every: int = 0,
                  sample_fn: Callable[[torch.nn.Module], tuple[Any, int]] | None = None,
                  golden: bool = True, skip_nonfinite: bool = True, strict: bool = False,
-                 watchdog_timeout: float | None = None, distributed: bool | None = None,
-                 logger: logging.Logger | None = None,
+                 watchdog_timeout: float | None = 600.0, first_timeout: float | None = None,
+                 distributed: bool | None = None, logger: logging.Logger | None = None,
                  replay: Callable[[torch.nn.Module, Any], Any] | None = None):
         self.out_dir, self.tensorboard, self.replay = out_dir, tensorboard, replay
         self.options = dict(every=every, ratio_every=ratio_every, sample_every=sample_every, sample_fn=sample_fn,
                             golden=golden, skip_nonfinite=skip_nonfinite, strict=strict,
-                            watchdog_timeout=watchdog_timeout, distributed=distributed, logger=logger)
+                            watchdog_timeout=watchdog_timeout, first_timeout=first_timeout,
+                            distributed=distributed, logger=logger)
+        if distributed is not False:  # gloo's and NCCL's flight recorder, read when ranks hang (set before
+            os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "2000")  # init_process_group, which fit/train run)
         self.session: LiveSession | None = None
 
     @property
@@ -109,6 +112,10 @@ class SignalchainCallback(TrainerCallback):
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.session is not None:  # global_step already counts the step that just ended
             self.session.end_step(state.global_step - 1)
+
+    def on_prediction_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.session is not None:  # an evaluation batch is progress: no stall while evaluating
+            self.session.progress()
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
                **kwargs: Any) -> None:

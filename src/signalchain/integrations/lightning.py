@@ -14,6 +14,7 @@ does not. TensorBoard scalars go to the trainer's own `TensorBoardLogger` writer
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -52,12 +53,15 @@ class SignalchainCallback(Callback):
                  tensorboard: bool | str | Any = True, sample_every: int = 0,
                  sample_fn: Callable[[torch.nn.Module], tuple[Any, int]] | None = None,
                  golden: bool = True, skip_nonfinite: bool = True, strict: bool = False,
-                 watchdog_timeout: float | None = None, distributed: bool | None = None,
-                 logger: logging.Logger | None = None):
+                 watchdog_timeout: float | None = 600.0, first_timeout: float | None = None,
+                 distributed: bool | None = None, logger: logging.Logger | None = None):
         self.out_dir, self.tensorboard = out_dir, tensorboard
         self.options = dict(every=every, ratio_every=ratio_every, sample_every=sample_every, sample_fn=sample_fn,
                             golden=golden, skip_nonfinite=skip_nonfinite, strict=strict,
-                            watchdog_timeout=watchdog_timeout, distributed=distributed, logger=logger)
+                            watchdog_timeout=watchdog_timeout, first_timeout=first_timeout,
+                            distributed=distributed, logger=logger)
+        if distributed is not False:  # gloo's and NCCL's flight recorder, read when ranks hang (set before
+            os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "2000")  # init_process_group, which fit/train run)
         self.session: LiveSession | None = None
         self._step = 0  # the optimizer step the open batches belong to
         self._batch: Any = None
@@ -137,6 +141,11 @@ class SignalchainCallback(Callback):
         if self._judged:  # this batch closed an optimizer step
             self._judged = False
             session.end_step(self._step)
+
+    def on_validation_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int,
+                                dataloader_idx: int = 0) -> None:
+        if self.session is not None:  # a validation batch is progress: no stall while validating
+            self.session.progress()
 
     def on_save_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict[str, Any]) -> None:
         if self.session is not None:

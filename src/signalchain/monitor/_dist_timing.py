@@ -51,6 +51,21 @@ class SectionClock:
         self._t0, self._d0 = perf_counter(), run_queue_delay()
         self.sync: set[str] = set(SYNC_SECTIONS)
         self.current: str | None = None  # the section being timed now (read by the stall hook)
+        self._open: tuple[str, float, float] | None = None  # (section, since, run-queue delay then): `enter`
+
+    def enter(self, name: str | None) -> None:
+        """The rank is in section `name` from now on (None: in none); the open one is closed and
+        counted. For callers that see boundaries (trainer hooks), not whole sections."""
+        t, d = perf_counter(), run_queue_delay()
+        self._close_open(t, d)
+        self._open = (name, t, d) if name else None
+        self.current = name
+
+    def _close_open(self, t: float, d: float) -> None:
+        if self._open is not None:
+            name, t0, d0 = self._open
+            self.add(name, t - t0 - (d - d0))
+            self._open = (name, t, d)
 
     @contextmanager
     def section(self, name: str, sync: bool = False) -> Iterator[None]:
@@ -73,6 +88,7 @@ class SectionClock:
     def end_step(self) -> None:
         """Close the current step: the wall time not covered by a section goes to "other"."""
         now, delay = perf_counter(), run_queue_delay()
+        self._close_open(now, delay)  # an open section counts up to here, and goes on in the next step
         with self._lock:
             row, self._cur = self._cur, dict.fromkeys(SECTIONS, 0.0)
         wall = now - self._t0 - (delay - self._d0)
@@ -85,6 +101,8 @@ class SectionClock:
     def restart(self) -> None:
         """Start the next step's wall clock now (after signalchain's own exchange)."""
         self._t0, self._d0 = perf_counter(), run_queue_delay()
+        if self._open is not None:  # signalchain's own exchange is nobody's section
+            self._open = (self._open[0], self._t0, self._d0)
 
     def window(self) -> tuple[int, dict[str, float], dict[str, float], float]:
         """(steps, mean per section, median per section, median step) over the window; clears it."""

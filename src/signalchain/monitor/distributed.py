@@ -123,6 +123,14 @@ class RankWatch:
         """Count `seconds` the caller measured itself towards `section` of this step."""
         self._clock.add(section, seconds, sync)
 
+    def enter(self, section: str | None) -> None:
+        """This rank is in `section` from now on (the previous one ends here): for trainer hooks,
+        which see where sections begin rather than whole sections."""
+        try:
+            self._clock.enter(section)
+        except Exception as exc:
+            self._record([check_failed(CHECK, exc)])
+
     # --- exchange ---------------------------------------------------------------------------
     def step_end(self, step: int) -> None:
         """Close this step; every `every` steps, exchange and judge (all ranks must call it)."""
