@@ -44,8 +44,19 @@ class Reporting:
         self._add(finding)
 
     def _add(self, finding: Finding) -> None:
+        """Record, log and write one finding. The same finding twice (a rank watch's hang verdict comes
+        back as the watchdog's hook result too) is kept once; a stall the watchdog re-reports (it
+        escalated) replaces its earlier self."""
         with self._lock:
-            self.findings.append(finding)
+            if any((f.id, f.stage, f.message) == (finding.id, finding.stage, finding.message) for f in self.findings):
+                return
+            episode = finding.evidence.get("episode") if finding.id == "perf.stall" else None
+            same = [i for i, f in enumerate(self.findings) if episode is not None and f.id == "perf.stall"
+                    and f.evidence.get("episode") == episode and f.evidence.get("pid") == finding.evidence.get("pid")]
+            if same:
+                self.findings[same[0]] = finding
+            else:
+                self.findings.append(finding)
         try:
             self.log.log(_LEVEL.get(finding.severity, logging.WARNING), "signalchain: %s [%s] @ %s: %s",
                          finding.id, finding.severity.value, finding.stage, finding.message)

@@ -61,8 +61,9 @@ class Watching:
         hooks = [self._rank_watch.on_stall] if self._rank_watch is not None else []
         # the first step also builds the optimizer state, compiles, warms the loader workers
         first = max(self.watchdog_timeout, self.first_timeout or 0.0)
+        probe = self._rank_watch.pending_collective if self._rank_watch is not None else None
         self._watchdog = Watchdog(self.watchdog_timeout, first_timeout=first, stall_hooks=hooks,
-                                  on_finding=self._add, dump_dir=self._dump_dir())
+                                  on_finding=self._add, dump_dir=self._dump_dir(), collective_probe=probe)
         self._watchdog.start()
 
     def _dump_dir(self) -> Any:

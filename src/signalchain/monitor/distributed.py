@@ -131,6 +131,18 @@ class RankWatch:
         except Exception as exc:
             self._record([check_failed(CHECK, exc)])
 
+    def pending_collective(self) -> str | None:
+        """The collective this process waits in, per the flight recorder ("all_reduce [676] float"),
+        or None (none pending, or the recorder is off). Under DDP the gradient all-reduce is issued
+        from autograd's C++ side, so a rank hung in it shows only `backward` in its Python stack:
+        the stall watchdog asks this to name the phase."""
+        try:
+            recent = flight_record(self._labels) or []
+        except Exception:
+            return None
+        pending = [c for c in recent if c.pending]
+        return pending[0].describe() if pending else None
+
     # --- exchange ---------------------------------------------------------------------------
     def step_end(self, step: int) -> None:
         """Close this step; every `every` steps, exchange and judge (all ranks must call it)."""

@@ -84,6 +84,9 @@ class Watchdog:
       with a stall's finding when it turns `error` (3 × the timeout); a raising callback is a finding.
     - `stall_hooks`: `fn(state) -> list[Finding]`, once per stall, each on its own thread for at most
       `hook_timeout` seconds (default max(timeout, 5 s)); `state` has the keys of `snapshot()`.
+    - `collective_probe`: `fn() -> str | None`, the collective this process waits in (the rank
+      watch reads torch's flight recorder): a rank hung in DDP's gradient all-reduce shows only
+      `backward` in its Python stack, and is then named as inside that collective.
     - `dump_dir`: where every thread's stack is written as `stall-<pid>-<n>.txt` on each stall.
 
     `findings` (safe to read from any thread) holds one `perf.stall` per stall episode, replaced by its
@@ -93,7 +96,8 @@ class Watchdog:
     def __init__(self, timeout: float, *, first_timeout: float | None = None, poll: float | None = None,
                  on_finding: Callable[[Finding], None] | None = None, stall_hooks: Sequence[Hook] = (),
                  dump_dir: str | Path | None = None, name: str = "train",
-                 hook_timeout: float | None = None) -> None:
+                 hook_timeout: float | None = None,
+                 collective_probe: Callable[[], str | None] | None = None) -> None:
         if not timeout > 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         if first_timeout is not None and not first_timeout > 0:
@@ -109,6 +113,7 @@ class Watchdog:
         self.findings: list[Finding] = []
         self.stalls = 0
         self._hooks: list[Hook] = list(stall_hooks)
+        self.collective_probe = collective_probe  # "the collective this process waits in", or None
         self._lock = threading.Lock()  # only the watchdog's side takes it, never `beat`
         self._seen: set[tuple[str, str | None, str]] = set()
         self._stop = threading.Event()
@@ -229,6 +234,9 @@ class Watchdog:
         explicit = self._phase
         stack, detail = _stacks.stack_phase(frames)
         phase, source = _stacks.resolve_phase(explicit, stack)
+        pending = self._pending() if phase != COLLECTIVE and phase not in (LOADER, CHECKPOINT, COMPILE) else None
+        if pending:  # waiting in a collective issued outside Python (DDP's all-reduce inside backward)
+            phase, stack, source, detail = COLLECTIVE, COLLECTIVE, "flight recorder", pending
         labels: dict[str, list[str]] = {}
         for ident, (tname, fs) in stacks.items():
             key = tname if tname not in labels else f"{tname} (0x{ident:x})"
@@ -240,6 +248,12 @@ class Watchdog:
                            site=_stacks.user_site(frames), where=_stacks.format_frame(frames[-1]) if frames else None,
                            thread=thread, pid=os.getpid(), name=self.name, stacks=labels, first_step=first,
                            episode=self.stalls)
+
+    def _pending(self) -> str | None:
+        try:
+            return self.collective_probe() if self.collective_probe is not None else None
+        except Exception:
+            return None
 
     def _dump(self, record: StallRecord, stacks: dict[int, tuple[str, list[Any]]]) -> str | None:
         assert self.dump_dir is not None

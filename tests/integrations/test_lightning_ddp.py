@@ -1,0 +1,95 @@
+"""A real Lightning DDP run (accelerator="cpu", devices=2, strategy="ddp", gloo) with the callback.
+
+Each scenario runs `_lightning_ddp.py` as its own process (Lightning starts rank 1 by running it
+again); the faults are real (a rank that loads slowly, a rank whose weights are nudged, a rank that
+blocks forever) and each must be named by rank 0's callback: the rank, the section, the parameter,
+the collective the others wait in. A clean run raises nothing although every exchange ran.
+Every run has a hard deadline, and its whole process group is killed afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("lightning")
+
+SCRIPT = Path(__file__).with_name("_lightning_ddp.py")
+SRC = Path(__file__).resolve().parents[2] / "src"
+DEADLINE_S = 180
+
+
+def _run(scenario: str, tmp: Path) -> dict[int, dict]:
+    out = tmp / scenario
+    out.mkdir()
+    env = dict(os.environ, PYTHONPATH=f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", OMP_NUM_THREADS="1",
+               HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore")
+    env.pop("MASTER_PORT", None)  # Lightning picks a free one
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), scenario, str(out)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        log = proc.communicate(timeout=DEADLINE_S)[0].decode(errors="replace")
+    except subprocess.TimeoutExpired:
+        log = "(killed at the deadline)"
+    finally:  # rank 1 is a child of rank 0: the session's whole group goes
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait(10)
+    results = {r: json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1) if (out / f"rank{r}.json").exists()}
+    assert len(results) == 2, f"ranks wrote {sorted(results)}:\n{log[-4000:]}"
+    return results
+
+
+def _ids(result: dict) -> list[str]:
+    return [f["id"] for f in result["findings"]]
+
+
+def test_clean_two_rank_run_raises_nothing(tmp_path: Path) -> None:
+    res = _run("clean", tmp_path)
+    for r in (0, 1):
+        assert res[r]["world"] == 2 and res[r]["steps"] == 30
+        assert res[r]["rank_watched"], "the callback did not start a rank watch under DDP"
+        assert [f for f in res[r]["findings"] if f["severity"] in ("error", "warning")] == []
+
+
+def test_a_rank_that_loads_slowly_is_named_a_straggler(tmp_path: Path) -> None:
+    res = _run("straggler", tmp_path)
+    found = [f for f in res[0]["findings"] if f["id"] == "dist.straggler"]
+    assert len(found) == 1, res[0]["findings"]
+    ev = found[0]["evidence"]
+    assert ev["rank"] == 1 and ev["section"] == "loader"
+    assert "backward" in ev["synchronising"]  # rank 0 waits there for rank 1: not a straggler itself
+    assert [f for f in res[0]["findings"] if f["id"] != "dist.straggler" and f["severity"] != "info"] == []
+
+
+def test_nudged_weights_on_one_rank_are_named_by_parameter(tmp_path: Path) -> None:
+    res = _run("nudge", tmp_path)
+    found = [f for f in res[0]["findings"] if f["id"] == "dist.param_divergence"]
+    assert len(found) == 1, res[0]["findings"]
+    ev = found[0]["evidence"]
+    assert ev["parameter"] == "net.2.weight" and ev["ranks"] == [1] and ev["differing"] == 1
+    assert ev["max_abs_diff"]["1"] == pytest.approx(1e-3, rel=0.01)
+
+
+def test_a_blocked_rank_is_named_by_the_rank_that_waits_for_it(tmp_path: Path) -> None:
+    res = _run("blocked", tmp_path)
+    line = next(i for i, text in enumerate(SCRIPT.read_text().splitlines(), 1) if "time.sleep(600)" in text)
+    hung = [f for f in res[0]["findings"] if f["id"] == "dist.desync"]
+    assert len(hung) == 1, res[0]["findings"]
+    assert hung[0]["evidence"]["kind"] == "hung_rank" and hung[0]["evidence"]["hung_ranks"] == [1]
+    assert f"_lightning_ddp.py:{line}" in hung[0]["message"]  # where rank 1 is stuck
+    # rank 0's own stall: inside DDP's gradient all-reduce (its Python stack only says backward)
+    stall = [f for f in res[0]["findings"] if f["id"] == "perf.stall"]
+    assert len(stall) == 1 and stall[0]["evidence"]["phase"] == "collective"
+    assert stall[0]["evidence"]["collective"].startswith("all_reduce")
+    # rank 1's stall names its own line
+    own = [f for f in res[1]["findings"] if f["id"] == "perf.stall"]
+    assert len(own) == 1 and own[0]["evidence"]["site"].endswith(f"_lightning_ddp.py:{line}")
