@@ -188,7 +188,9 @@ class LiveSession(Reporting, StepScalars, Watching):
         inner = getattr(optimizer, "optimizer", optimizer)  # HF's AcceleratedOptimizer wraps a torch one
         counted = inner if isinstance(inner, torch.optim.Optimizer) else optimizer
         self.monitor = Monitor(model, counted, scaler=scaler, replay=self._replay if replay else None,
-                               strict=self.strict, on_finding=self._from_monitor, ratio_every=self.ratio_every)
+                               strict=self.strict, on_finding=self._from_monitor, ratio_every=self.ratio_every,
+                               rng="torch")  # a forward draws from torch (dropout); Python's and NumPy's
+                                             # generators serve the loader, which a replay does not re-run
         if self.skip_nonfinite and optimizer is not None:
             self._guard = StepGuard(optimizer)
         self._start_rank_watch(model)  # first: the watchdog takes its stall hook

@@ -123,15 +123,22 @@ class Snapshot:
     rng: tuple[Any, Any, Any]
 
     @classmethod
-    def take(cls, model: torch.nn.Module, optimizer: Any = None, scaler: Any = None, weights: bool = True) -> Snapshot:
+    def take(cls, model: torch.nn.Module, optimizer: Any = None, scaler: Any = None, weights: bool = True,
+             rng: str = "all") -> Snapshot:
+        """rng="all": Python's, NumPy's and torch's generators; "torch": torch's only (5 µs instead
+        of about 200: the other two are copied as 624-word tuples and arrays)."""
         state = {k: v.detach().clone() for k, v in model.state_dict().items()} if weights else {}
         opt = copy.deepcopy(optimizer.state_dict()) if (weights and optimizer is not None) else None
         sc = scaler.state_dict() if (scaler is not None and hasattr(scaler, "state_dict")) else None
-        return cls(state, opt, sc, (random.getstate(), np.random.get_state(), torch.get_rng_state()))
+        every = rng != "torch"
+        return cls(state, opt, sc, (random.getstate() if every else None, np.random.get_state() if every else None,
+                                    torch.get_rng_state()))
 
     def restore_rng(self) -> None:
-        random.setstate(self.rng[0])
-        np.random.set_state(self.rng[1])
+        if self.rng[0] is not None:
+            random.setstate(self.rng[0])
+        if self.rng[1] is not None:
+            np.random.set_state(self.rng[1])
         torch.set_rng_state(self.rng[2])
 
     def restore(self, model: torch.nn.Module, optimizer: Any = None, scaler: Any = None) -> None:
