@@ -1,15 +1,24 @@
-"""What the trainer callbacks cost per step: HF `Trainer` and Lightning, bare vs with signalchain.
+"""What watching a real trainer costs: the signalchain callbacks beside the bare trainer.
 
-    .venv/bin/python benchmarks/bench_callbacks.py [--steps 60] [--reps 3] [--threads 1]
+    .venv/bin/python benchmarks/bench_callbacks.py [--model lm|mlp] [--steps 60] [--rounds 5] [--threads 1]
 
-One small MLP classifier, trained by the real trainer for `steps` optimizer steps per run; runs are
-interleaved (bare, callback, anomaly, histograms, bare, …) and each run's per-step time is the
-median gap between consecutive step ends, its first 5 steps left out. Printed as ratios to `bare`:
-  signalchain   SignalchainCallback (Monitor, golden, findings.json, TensorBoard; every=50)
-  anomaly       the bare run under torch.autograd.set_detect_anomaly(True), for comparison
-  histograms    a W&B `watch(log="all")`-style callback: a histogram of every parameter and gradient
-                read back each step (emulated with torch.histc; wandb itself is not needed)
-The budget (DESIGN §7) is <= 1.03x for `signalchain`.
+A tiny transformer language model (`lm`: about 0.5 M parameters, batch 8 x 64 tokens, the shape of a
+codec-token LM's step: matmuls dominate) or a small MLP (`mlp`: 4 x 256 wide, batch 64, where the
+AdamW update is a third of the step, the worst case for anything that reads every gradient) trained on CPU by
+  hf         a real `transformers.Trainer`
+  lightning  a real `lightning.Trainer` (devices=1)
+with, in the same run, interleaved round by round:
+  bare         the trainer alone
+  signalchain  + SignalchainCallback (Monitor check every step, update ratio every 20 steps, stall
+               watchdog, TensorBoard scalars, golden batch of the first step, findings file)
+  anomaly      + torch.autograd.set_detect_anomaly(True) for the whole run (for comparison)
+  histograms   + W&B-style histograms: what `wandb.watch(model, log="all", log_freq=1)` computes, a
+               64-bin histogram of every parameter and every gradient on every step (emulated with
+               torch.histc: wandb itself needs an account or a local server, which this machine lacks)
+The time of one step is the gap between consecutive `on_step_end` (HF) / `on_train_batch_end`
+(Lightning) calls of a timing callback, so the loader, the forward, the backward, the update and
+every other callback are inside it. Median over the steps after the first 5 of every round.
+Ratios are to `bare` in the same run (budget: signalchain <= 1.03x).
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import statistics
 import tempfile
 import time
@@ -25,138 +35,196 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch import nn
 
-WIDTH, DEPTH, BATCH, CLASSES = 256, 4, 64, 10  # --width changes WIDTH
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+VOCAB, T, B, D = 512, 64, 8, 128
 
 
-class MLP(nn.Module):
+class TinyLM(torch.nn.Module):
+    """Two transformer layers over a 512-token vocabulary; returns {"loss", "logits"} like HF models."""
+
     def __init__(self) -> None:
         super().__init__()
-        torch.manual_seed(0)
-        layers: list[nn.Module] = []
-        for _ in range(DEPTH):
-            layers += [nn.Linear(WIDTH, WIDTH), nn.GELU()]
-        self.body, self.head = nn.Sequential(*layers), nn.Linear(WIDTH, CLASSES)
+        self.emb = torch.nn.Embedding(VOCAB, D)
+        layer = torch.nn.TransformerEncoderLayer(D, 4, 4 * D, dropout=0.0, batch_first=True)
+        self.body = torch.nn.TransformerEncoder(layer, 2)
+        self.head = torch.nn.Linear(D, VOCAB)
 
-    def forward(self, x: torch.Tensor, labels: torch.Tensor) -> dict[str, torch.Tensor]:
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        logits = self.head(self.body(self.emb(input_ids)))  # [B, T, V]
+        out = {"logits": logits}
+        if labels is not None:
+            out["loss"] = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), labels.reshape(-1))
+        return out
+
+
+class MLP(torch.nn.Module):
+    """4 x 256 GELU layers and a 10-way head; returns {"loss", "logits"}."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        layers: list[torch.nn.Module] = []
+        for _ in range(4):
+            layers += [torch.nn.Linear(256, 256), torch.nn.GELU()]
+        self.body, self.head = torch.nn.Sequential(*layers), torch.nn.Linear(256, 10)
+
+    def forward(self, x: torch.Tensor, labels: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         logits = self.head(self.body(x))
-        return {"loss": nn.functional.cross_entropy(logits, labels), "logits": logits}
+        out = {"logits": logits}
+        if labels is not None:
+            out["loss"] = torch.nn.functional.cross_entropy(logits, labels)
+        return out
 
 
-def data(n: int) -> list[dict[str, torch.Tensor]]:
-    g = torch.Generator().manual_seed(0)
-    return [{"x": torch.randn(WIDTH, generator=g), "labels": torch.randint(0, CLASSES, (), generator=g)}
-            for _ in range(n)]
+class Points(torch.utils.data.Dataset):
+    def __init__(self, n: int) -> None:
+        g = torch.Generator().manual_seed(0)
+        self.x, self.y = torch.randn(n, 256, generator=g), torch.randint(0, 10, (n,), generator=g)
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {"x": self.x[i], "labels": self.y[i]}
 
 
-def collate(items: list[dict]) -> dict[str, torch.Tensor]:
-    return {k: torch.stack([it[k] for it in items]) for k in items[0]}
+MODELS: dict[str, tuple[Any, Any, int]] = {}  # name -> (model class, dataset class, batch size); filled below
 
 
-def histograms(params: Callable[[], Any]) -> None:
-    for q in params():
-        torch.histc(q.detach().float(), bins=64).tolist()
-        if q.grad is not None:
-            torch.histc(q.grad.float(), bins=64).tolist()
+class Tokens(torch.utils.data.Dataset):
+    def __init__(self, n: int) -> None:
+        g = torch.Generator().manual_seed(0)
+        self.x = torch.randint(0, VOCAB, (n, T), generator=g)
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {"input_ids": self.x[i], "labels": self.x[i]}
 
 
-def per_step(ends: list[float]) -> float:
-    gaps = [b - a for a, b in zip(ends[5:], ends[6:])]
-    return statistics.median(gaps)
+MODELS.update(lm=(TinyLM, Tokens, B), mlp=(MLP, Points, 64))
+CHOICE = ["lm"]  # the --model in use
 
 
-def hf_run(kind: str, steps: int) -> float:
-    import transformers
-
-    class Clock(transformers.TrainerCallback):
-        def __init__(self) -> None:
-            self.ends: list[float] = []
-
-        def on_pre_optimizer_step(self, args, state, control, model=None, **kw):
-            if kind == "histograms":
-                histograms(model.parameters)
-
-        def on_step_end(self, args, state, control, **kw):
-            self.ends.append(time.perf_counter())
-
-    from signalchain.integrations.hf_trainer import SignalchainCallback
-
-    with tempfile.TemporaryDirectory() as tmp:
-        clock = Clock()
-        callbacks: list[Any] = [clock] + ([SignalchainCallback()] if kind == "signalchain" else [])
-        args = transformers.TrainingArguments(
-            output_dir=tmp, report_to=[], use_cpu=True, max_steps=steps, per_device_train_batch_size=BATCH,
-            logging_steps=10**6, save_strategy="no", disable_tqdm=True, dataloader_num_workers=0)
-        trainer = transformers.Trainer(model=MLP(), args=args, train_dataset=data(BATCH * steps),
-                                       data_collator=collate, callbacks=callbacks)
-        with torch.autograd.set_detect_anomaly(True) if kind == "anomaly" else contextlib.nullcontext():
-            trainer.train()
-        return per_step(clock.ends)
+def histograms(model: torch.nn.Module) -> None:
+    """wandb.watch(log="all")'s work for one step: a 64-bin histogram of every parameter and gradient."""
+    for q in model.parameters():
+        for t in (q.detach(), q.grad):
+            if t is not None:
+                torch.histc(t.float(), bins=64).tolist()
+                t.min().item(), t.max().item()
 
 
-def lightning_run(kind: str, steps: int) -> float:
-    import lightning.pytorch as L
+# ---- HF Trainer ---------------------------------------------------------------------------------
 
-    from signalchain.integrations.lightning import SignalchainCallback
+def hf_run(variant: str, steps: int, tmp: str) -> list[float]:
+    from transformers import Trainer, TrainerCallback, TrainingArguments
 
-    class Lit(L.LightningModule):
+    times: list[float] = []
+
+    class Clock(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            times.append(time.perf_counter())
+
+    class Histograms(TrainerCallback):
+        def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, model: Any = None, **kw: Any) -> None:
+            histograms(model)
+
+    callbacks: list[Any] = [Clock()]
+    if variant == "signalchain":
+        from signalchain.integrations.hf_trainer import SignalchainCallback
+        callbacks.append(SignalchainCallback(out_dir=os.path.join(tmp, "sc-hf")))  # defaults: watchdog on
+    elif variant == "histograms":
+        callbacks.append(Histograms())
+    torch.manual_seed(0)
+    net, data, batch = MODELS[CHOICE[0]]
+    args = TrainingArguments(output_dir=os.path.join(tmp, "hf"), max_steps=steps, per_device_train_batch_size=batch,
+                             learning_rate=1e-3, report_to=[], use_cpu=True, save_strategy="no",
+                             logging_strategy="no", disable_tqdm=True, dataloader_num_workers=0)
+    trainer = Trainer(model=net(), args=args, train_dataset=data(steps * batch), callbacks=callbacks)
+    with (torch.autograd.set_detect_anomaly(True) if variant == "anomaly" else contextlib.nullcontext()):
+        trainer.train()
+    return [b - a for a, b in zip(times, times[1:])]
+
+
+# ---- Lightning ----------------------------------------------------------------------------------
+
+def lightning_run(variant: str, steps: int, tmp: str) -> list[float]:
+    import lightning.pytorch as pl
+
+    times: list[float] = []
+
+    class Module(pl.LightningModule):
         def __init__(self) -> None:
             super().__init__()
-            self.net = MLP()
+            self.model = MODELS[CHOICE[0]][0]()
 
-        def training_step(self, batch, batch_idx):
-            return self.net(**batch)["loss"]
+        def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+            return self.model(**batch)["loss"]
 
-        def configure_optimizers(self):
+        def configure_optimizers(self) -> torch.optim.Optimizer:
             return torch.optim.AdamW(self.parameters(), lr=1e-3)
 
-    class Clock(L.Callback):
-        def __init__(self) -> None:
-            self.ends: list[float] = []
+    class Clock(pl.Callback):
+        def on_train_batch_end(self, *a: Any, **kw: Any) -> None:
+            times.append(time.perf_counter())
 
-        def on_before_optimizer_step(self, trainer, pl_module, optimizer):
-            if kind == "histograms":
-                histograms(pl_module.parameters)
+    class Histograms(pl.Callback):
+        def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
+            histograms(pl_module)
 
-        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-            self.ends.append(time.perf_counter())
+    callbacks: list[Any] = [Clock()]
+    if variant == "signalchain":
+        from signalchain.integrations.lightning import SignalchainCallback
+        callbacks.append(SignalchainCallback(out_dir=os.path.join(tmp, "sc-pl")))
+    elif variant == "histograms":
+        callbacks.append(Histograms())
+    torch.manual_seed(0)
+    _, data, batch = MODELS[CHOICE[0]]
+    loader = torch.utils.data.DataLoader(data(steps * batch), batch_size=batch)
+    trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=steps, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, callbacks=callbacks,
+                         default_root_dir=os.path.join(tmp, "pl"))
+    with (torch.autograd.set_detect_anomaly(True) if variant == "anomaly" else contextlib.nullcontext()):
+        trainer.fit(Module(), loader)
+    return [b - a for a, b in zip(times, times[1:])]
 
+
+def bench(name: str, run: Callable[[str, int, str], list[float]], steps: int, rounds: int) -> dict[str, float]:
+    variants = ["bare", "signalchain", "anomaly", "histograms"]
+    per: dict[str, list[float]] = {v: [] for v in variants}
     with tempfile.TemporaryDirectory() as tmp:
-        clock = Clock()
-        callbacks: list[Any] = [clock] + ([SignalchainCallback(out_dir=tmp)] if kind == "signalchain" else [])
-        loader = torch.utils.data.DataLoader(data(BATCH * steps), batch_size=BATCH, collate_fn=collate)
-        # Lightning sets anomaly mode itself around fit (off unless asked): it is asked here
-        trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=steps, enable_progress_bar=False,
-                            enable_model_summary=False, enable_checkpointing=False, logger=False,
-                            callbacks=callbacks, default_root_dir=tmp, detect_anomaly=kind == "anomaly")
-        trainer.fit(Lit(), loader)
-        return per_step(clock.ends)
+        run("bare", 8, tmp)  # warm-up: imports, allocator, thread pools
+        for r in range(rounds):
+            order = variants if r % 2 == 0 else variants[::-1]  # interleaved: drift hits every variant alike
+            for v in order:
+                per[v].extend(run(v, steps, tmp)[5:])
+    med = {v: statistics.median(xs) for v, xs in per.items()}
+    print(f"\n{name}: median step over {rounds} rounds x {steps - 6} steps")
+    for v in variants:
+        print(f"  {v:12s} {med[v] * 1e3:8.2f} ms   {med[v] / med['bare']:5.2f}x")
+    return med
 
 
 def main() -> None:
-    global WIDTH
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=60)
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--width", type=int, default=WIDTH, help="hidden width (256: a ~7 ms step on one core)")
+    ap.add_argument("--only", choices=["hf", "lightning"], default=None)
+    ap.add_argument("--model", choices=sorted(MODELS), default="lm")
     args = ap.parse_args()
-    WIDTH = args.width
+    CHOICE[0] = args.model
     torch.set_num_threads(args.threads)
     warnings.simplefilter("ignore")
-    logging.disable(logging.WARNING)
-    kinds = ("bare", "signalchain", "anomaly", "histograms")
-    for name, run in (("HF Trainer", hf_run), ("Lightning", lightning_run)):
-        times: dict[str, list[float]] = {k: [] for k in kinds}
-        for _ in range(args.reps):
-            for kind in kinds:  # interleaved: the machine's drift hits every kind alike
-                times[kind].append(run(kind, args.steps))
-        bare = statistics.median(times["bare"])
-        print(f"{name}: width {WIDTH}, {args.steps} steps x {args.reps} runs, bare step {bare * 1e3:.2f} ms")
-        for kind in kinds[1:]:
-            t = statistics.median(times[kind])
-            print(f"  {kind:<12} {t * 1e3:8.2f} ms   {t / bare:5.2f}x")
+    logging.getLogger("lightning").setLevel(logging.ERROR)
+    logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    if args.only in (None, "hf"):
+        bench(f"HF Trainer, {args.model}", hf_run, args.steps, args.rounds)
+    if args.only in (None, "lightning"):
+        bench(f"Lightning Trainer, {args.model}", lightning_run, args.steps, args.rounds)
 
 
 if __name__ == "__main__":
