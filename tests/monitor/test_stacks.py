@@ -84,8 +84,13 @@ def test_innermost_of_forward_backward_optimizer_wins():
     (None, None, "step", "stack"), (None, "loader", "loader", "stack"), ("forward", None, "forward", "explicit"),
     ("step", "checkpoint", "checkpoint", "stack"), ("forward", "collective", "collective", "stack"),
     ("step", "forward", "forward", "stack"), ("backward", "forward", "backward", "explicit"),
-    ("collective", "checkpoint", "collective", "explicit"), ("compile", "forward", "compile", "explicit"),
-    ("my_eval", "forward", "my_eval", "explicit"),
+    ("compile", "forward", "compile", "explicit"), ("my_eval", "forward", "my_eval", "explicit"),
+    ("loader", "forward", "loader", "explicit"), ("loader", None, "loader", "explicit"),
+    ("checkpoint", "checkpoint", "checkpoint", "explicit"),
+    # between two specific phases the stack wins: trainer hooks mark regions "until the next boundary"
+    ("loader", "checkpoint", "checkpoint", "stack"),  # HF: a save after step end (no hook before saving)
+    ("checkpoint", "loader", "loader", "stack"),  # Lightning: the fetch after on_save_checkpoint
+    ("loader", "collective", "collective", "stack"), ("collective", "checkpoint", "checkpoint", "stack"),
 ])
 def test_explicit_phase_holds_unless_the_stack_is_more_specific(explicit, stack, phase, source):
     assert resolve_phase(explicit, stack) == (phase, source)

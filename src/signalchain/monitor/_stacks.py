@@ -126,10 +126,18 @@ def stack_phase(frames: Sequence[FrameLike]) -> tuple[str | None, str | None]:
 
 def resolve_phase(explicit: str | None, stack: str | None) -> tuple[str, str]:
     """(phase, "explicit" or "stack"). The explicit phase holds unless the stack says something more
-    specific: explicit "step" but the thread is in torch.save is a checkpoint stall."""
+    specific: explicit "step" but the thread is in torch.save is a checkpoint stall.
+
+    A specific phase the stack shows (`SPECIFIC`) also beats a different specific explicit one: an
+    explicit phase names a region that was entered, the stack what the thread does now, and trainer
+    hooks can only mark regions "until the next boundary". HF has no hook before a save, so its save
+    runs inside the "loader" marked at step end; Lightning's next fetch runs inside the "checkpoint"
+    marked at on_save_checkpoint. Between the model's own phases (forward/backward/optimizer) the
+    explicit one still holds, because those stacks nest (Lightning's closure)."""
     if explicit is None:
         return (stack or "step"), "stack"
-    if stack is not None and _RANK.get(stack, 0) > _RANK.get(explicit, 3):
+    if stack is not None and stack != explicit and (
+            _RANK.get(stack, 0) > _RANK.get(explicit, 3) or (stack in SPECIFIC and explicit in SPECIFIC)):
         return stack, "stack"
     return explicit, "explicit"
 
