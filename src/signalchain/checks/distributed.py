@@ -8,8 +8,10 @@ the default group, one hash per parameter). Pure: no torch, no I/O.
   by order, so the rest of the run pairs the wrong ones: a hang, or a silent mix of tensors.
   The ranks that differ from the majority (ties: from rank 0) are named.
 - `dist.straggler` (warning) @ runtime: a rank whose median time in a *non-synchronising*
-  section (loader, forward, optimizer…) is ≥ `ratio` × the best rank's and exceeds it by ≥ 10 %
-  of the median step. Synchronising sections (backward under DDP, and any the caller marks) are
+  section (loader, forward, optimizer…) is ≥ `ratio` × the best rank's and exceeds it by ≥ 25 %
+  of the median step: the others then wait a quarter of every step for it. (At 10 % a clean 2-rank
+  Lightning run on 2 CPU cores showed one rank 1 ms slower between batches, window after window, on
+  a 7 ms step: bookkeeping, not a straggler worth a warning.) Synchronising sections (backward under DDP, and any the caller marks) are
   left out: there the fast ranks wait for the slow one, so they look slow. "other" (the step's
   time outside every timed section) counts as synchronising when no synchronising section was
   timed at all, since the collectives then fall into it. Medians over the window make one hiccup
@@ -39,7 +41,7 @@ __all__ = ["judge_exchange", "judge_desync", "judge_straggler", "judge_param_div
 
 CHECK = "checks.distributed"
 STRAGGLER_RATIO = 1.5
-STRAGGLER_STEP_SHARE = 0.1
+STRAGGLER_STEP_SHARE = 0.25
 
 
 def odd_ranks(values: Sequence[object]) -> list[int]:

@@ -82,8 +82,11 @@ class Watching:
         from ..monitor.distributed import RankWatch
 
         # the collectives' own timeout bounds signalchain's side exchange: never shorter than a stall
-        self._rank_watch = RankWatch(model, every=self.every, timeout=max(60.0, 2 * (self.watchdog_timeout or 0.0)),
-                                     on_finding=self._add)
+        # the side exchange's collectives wait long (a rank may be saving a checkpoint); a stalled rank
+        # waits for the others' states half a watchdog timeout: a hang is judged within 2 x the timeout
+        wd = self.watchdog_timeout or 0.0
+        self._rank_watch = RankWatch(model, every=self.every, timeout=max(60.0, 2 * wd),
+                                     grace=wd / 2 if wd else None, on_finding=self._add)
 
     def _rank_watch_step(self, step: int) -> None:
         """The rank watch's step end (every `every` steps: the exchange; all ranks call it)."""

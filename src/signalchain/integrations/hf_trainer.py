@@ -28,9 +28,8 @@ from typing import Any
 import torch
 from transformers import TrainerCallback
 
-from ..findings import Finding
 from ..probes.forward_tap import call_with, loss_of
-from ._live import LiveSession
+from ._callback import SessionOwner
 
 __all__ = ["SignalchainCallback"]
 
@@ -39,12 +38,14 @@ def _replay(model: torch.nn.Module, batch: Any) -> Any:
     return loss_of(call_with(model, batch))
 
 
-class SignalchainCallback(TrainerCallback):
+class SignalchainCallback(SessionOwner, TrainerCallback):
     """signalchain's live checks in an HF Trainer run; see `LiveSession` for the arguments.
 
     out_dir: None puts the output under the trainer's `output_dir`. replay: `fn(model, batch) -> loss`
     recomputing a step (default: `model(**batch).loss`). After training, `findings` lists what it found.
     """
+
+    label = "hf"
 
     def __init__(self, *, out_dir: str | Path | None = None, every: int = 50, ratio_every: int = 20,
                  tensorboard: bool | str | Any = True, sample_every: int = 0,
@@ -53,18 +54,11 @@ class SignalchainCallback(TrainerCallback):
                  watchdog_timeout: float | None = 600.0, first_timeout: float | None = None,
                  distributed: bool | None = None, logger: logging.Logger | None = None,
                  replay: Callable[[torch.nn.Module, Any], Any] | None = None):
-        self.out_dir, self.tensorboard, self.replay = out_dir, tensorboard, replay
-        self.options = dict(every=every, ratio_every=ratio_every, sample_every=sample_every, sample_fn=sample_fn,
-                            golden=golden, skip_nonfinite=skip_nonfinite, strict=strict,
-                            watchdog_timeout=watchdog_timeout, first_timeout=first_timeout,
-                            distributed=distributed, logger=logger)
-        if distributed is not False:  # gloo's and NCCL's flight recorder, read when ranks hang (set before
-            os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "2000")  # init_process_group, which fit/train run)
-        self.session: LiveSession | None = None
-
-    @property
-    def findings(self) -> list[Finding]:
-        return self.session.findings if self.session is not None else []
+        self.replay = replay
+        self._configure(out_dir=out_dir, tensorboard=tensorboard, every=every, ratio_every=ratio_every,
+                        sample_every=sample_every, sample_fn=sample_fn, golden=golden, skip_nonfinite=skip_nonfinite,
+                        strict=strict, watchdog_timeout=watchdog_timeout, first_timeout=first_timeout,
+                        distributed=distributed, logger=logger)
 
     def _tensorboard(self, args: Any, out_dir: Path) -> bool | str | Any:
         if self.tensorboard is not True:
@@ -74,22 +68,10 @@ class SignalchainCallback(TrainerCallback):
             return env  # beside the trainer's own TensorBoard scalars
         return out_dir / "tensorboard"
 
-    def _guarded(self, where: str, fn: Callable[..., Any], *a: Any) -> None:
-        """Never break the trainer: a failure here is a finding (raised only when strict)."""
-        try:
-            fn(*a)
-        except Exception as exc:
-            if self.options["strict"] or self.session is None:
-                raise
-            self.session._internal(f"hf.{where}", exc)
-
     def on_train_begin(self, args: Any, state: Any, control: Any, model: torch.nn.Module | None = None,
                        optimizer: Any = None, **kwargs: Any) -> None:
         out_dir = Path(self.out_dir) if self.out_dir is not None else Path(args.output_dir) / "signalchain"
-        if self.session is not None:  # a second train() on the same callback: a fresh session
-            self.session.close()
-        self.session = LiveSession(out_dir=out_dir, tensorboard=self._tensorboard(args, out_dir), **self.options)
-        self.session.source = "hf_trainer"
+        self._open(out_dir, self._tensorboard(args, out_dir), "hf_trainer")
         self._guarded("on_train_begin", self._begin, args, model, optimizer)
 
     def _begin(self, args: Any, model: torch.nn.Module, optimizer: Any) -> None:
@@ -130,7 +112,3 @@ class SignalchainCallback(TrainerCallback):
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.close()
-
-    def close(self) -> list[Finding]:
-        """End the session (also after a run that raised): findings written, TensorBoard flushed."""
-        return self.session.close() if self.session is not None else []

@@ -14,7 +14,6 @@ does not. TensorBoard scalars go to the trainer's own `TensorBoardLogger` writer
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,9 +21,8 @@ from typing import Any
 import torch
 from lightning.pytorch import Callback
 
-from ..findings import Finding
 from ..probes.forward_tap import loss_of
-from ._live import LiveSession
+from ._callback import SessionOwner
 
 __all__ = ["SignalchainCallback"]
 
@@ -42,12 +40,14 @@ def _tensorboard_writer(trainer: Any) -> Any:
     return None
 
 
-class SignalchainCallback(Callback):
+class SignalchainCallback(SessionOwner, Callback):
     """signalchain's live checks in a Lightning run; see `LiveSession` for the arguments.
 
     out_dir: None puts the output under the trainer's `default_root_dir`. After fit, `findings` lists
     what it found.
     """
+
+    label = "lightning"
 
     def __init__(self, *, out_dir: str | Path | None = None, every: int = 50, ratio_every: int = 20,
                  tensorboard: bool | str | Any = True, sample_every: int = 0,
@@ -55,14 +55,10 @@ class SignalchainCallback(Callback):
                  golden: bool = True, skip_nonfinite: bool = True, strict: bool = False,
                  watchdog_timeout: float | None = 600.0, first_timeout: float | None = None,
                  distributed: bool | None = None, logger: logging.Logger | None = None):
-        self.out_dir, self.tensorboard = out_dir, tensorboard
-        self.options = dict(every=every, ratio_every=ratio_every, sample_every=sample_every, sample_fn=sample_fn,
-                            golden=golden, skip_nonfinite=skip_nonfinite, strict=strict,
-                            watchdog_timeout=watchdog_timeout, first_timeout=first_timeout,
-                            distributed=distributed, logger=logger)
-        if distributed is not False:  # gloo's and NCCL's flight recorder, read when ranks hang (set before
-            os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "2000")  # init_process_group, which fit/train run)
-        self.session: LiveSession | None = None
+        self._configure(out_dir=out_dir, tensorboard=tensorboard, every=every, ratio_every=ratio_every,
+                        sample_every=sample_every, sample_fn=sample_fn, golden=golden, skip_nonfinite=skip_nonfinite,
+                        strict=strict, watchdog_timeout=watchdog_timeout, first_timeout=first_timeout,
+                        distributed=distributed, logger=logger)
         self._step = 0  # the optimizer step the open batches belong to
         self._batch: Any = None
         self._batch_idx = 0
@@ -70,25 +66,9 @@ class SignalchainCallback(Callback):
         self._judged = False  # on_before_optimizer_step ran for the open step
         self._module: Any = None
 
-    @property
-    def findings(self) -> list[Finding]:
-        return self.session.findings if self.session is not None else []
-
-    def _guarded(self, where: str, fn: Callable[..., Any], *a: Any) -> None:
-        """Never break the trainer: a failure here is a finding (raised only when strict)."""
-        try:
-            fn(*a)
-        except Exception as exc:
-            if self.options["strict"] or self.session is None:
-                raise
-            self.session._internal(f"lightning.{where}", exc)
-
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         out_dir = Path(self.out_dir) if self.out_dir is not None else Path(trainer.default_root_dir) / "signalchain"
-        if self.session is not None:  # a second fit on the same callback: a fresh session
-            self.session.close()
-        self.session = LiveSession(out_dir=out_dir, tensorboard=self.tensorboard, **self.options)
-        self.session.source = "lightning"
+        self._open(out_dir, self.tensorboard, "lightning")
         self._guarded("on_train_start", self._start, trainer, pl_module)
 
     def _start(self, trainer: Any, pl_module: Any) -> None:
@@ -156,7 +136,3 @@ class SignalchainCallback(Callback):
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         self.close()
-
-    def close(self) -> list[Finding]:
-        """End the session: findings written, TensorBoard flushed, the optimizer's step restored."""
-        return self.session.close() if self.session is not None else []

@@ -73,10 +73,13 @@ class RankWatch:
 
     def __init__(self, model: torch.nn.Module, *, every: int = 50, group: Any = None,
                  timeout: float = 60.0, on_finding: Callable[[Finding], None] | None = None,
-                 hash_params: bool = True, straggler_ratio: float = 1.5) -> None:
+                 hash_params: bool = True, straggler_ratio: float = 1.5, grace: float | None = None) -> None:
         global _instances
         self.every = max(1, int(every))
         self.timeout = float(timeout)
+        # how long a stalled rank waits for the others' states (default: half the side group's timeout);
+        # the live session ties it to the watchdog's timeout, so a hang is judged within 2 x that
+        self.grace = float(grace) if grace is not None else self.timeout / 2
         self.hash_params = hash_params
         self.straggler_ratio = float(straggler_ratio)
         self.findings: list[Finding] = []
@@ -91,6 +94,7 @@ class RankWatch:
         self._live = False
         self._labels: dict[str, str] = {}
         self._steps = 0  # step_end calls: the same count on every rank, whatever `step` says
+        self._slow: set[tuple[object, object]] = set()  # (rank, section) judged a straggler at the last exchange
         self.rank, self.world = 0, 1
         named = list(model.named_parameters()) if model is not None else []
         self._names = [n for n, _ in named]
@@ -159,12 +163,22 @@ class RankWatch:
                           prev_seq=self._prev_seq)
             self._prev_seq = [w.seq for w in ex.windows]
             if self.rank == 0:
-                self._record(judge_exchange(ex, self.straggler_ratio))
+                self._record(self._persistent(judge_exchange(ex, self.straggler_ratio)))
         except Exception as exc:
             self._live = False  # a failed collective leaves the side group unusable
             self._record([check_failed(CHECK, exc)])
         finally:
             self._clock.restart()
+
+    def _persistent(self, found: list[Finding]) -> list[Finding]:
+        """A straggler is said once the same rank is slow in the same section at two exchanges in a
+        row: a straggler is slow window after window, while a burst of machine jitter (an allocator,
+        a neighbour's process) fills one window at most. Other findings pass as they are."""
+        slow = {(f.evidence.get("rank"), f.evidence.get("section")) for f in found if f.id == "dist.straggler"}
+        kept = [f for f in found if f.id != "dist.straggler"
+                or (f.evidence.get("rank"), f.evidence.get("section")) in self._slow]
+        self._slow = slow
+        return kept
 
     # --- stall ------------------------------------------------------------------------------
     def on_stall(self, state: dict[str, Any]) -> list[Finding]:
@@ -175,7 +189,7 @@ class RankWatch:
         """
         if self._store is None or self.world < 2:
             return []
-        grace = self.timeout / 2
+        grace = self.grace
         box: list[Finding] = []
         t = threading.Thread(target=self._stall_body, args=(dict(state), grace, box),
                              name="signalchain-rankwatch-stall", daemon=True)
