@@ -7,18 +7,17 @@ the default group, one hash per parameter). Pure: no torch, no I/O.
   group by the time of the exchange (every rank calls it at the same step). Collectives pair up
   by order, so the rest of the run pairs the wrong ones: a hang, or a silent mix of tensors.
   The ranks that differ from the majority (ties: from rank 0) are named.
-- `dist.straggler` (warning) @ runtime: a rank whose median time in a *non-synchronising*
-  section (loader, forward, optimizer…) is ≥ `ratio` × the best rank's and exceeds it by ≥ 25 %
-  of the median step: the others then wait a quarter of every step for it. (At 10 % a clean 2-rank
+- `dist.straggler` (warning) @ runtime: a rank whose median time in a *non-synchronising* section
+  (loader, forward, optimizer…) is ≥ `ratio` × the best rank's and exceeds it by ≥ 25 % of the
+  median step: the others then wait a quarter of every step for it. (At 10 % a clean 2-rank
   Lightning run on 2 CPU cores showed one rank 1 ms slower between batches, window after window, on
   a 7 ms step: bookkeeping, not a straggler worth a warning.) RankWatch says it only at two
-  exchanges in a row. Synchronising sections (backward
-  under DDP, and any the caller marks) are left out: there the fast ranks wait for the slow one,
-  so they look slow. "other" (the step's time outside every timed section) counts as synchronising when no synchronising section was
-  timed at all, since the collectives then fall into it. Medians over the window make one hiccup
-  harmless; both thresholds are relative to what this run measures. Evidence: rank → section →
-  seconds, and the relative score (rank's median / best rank's median, 1 = the best) à la NVIDIA
-  resiliency-ext.
+  exchanges in a row. Synchronising sections (backward under DDP, and any the caller marks) are left
+  out: there the fast ranks wait for the slow one, so they look slow. "other" (the step's time
+  outside every timed section) counts as synchronising when no synchronising section was timed at
+  all, since the collectives then fall into it. Medians over the window make one hiccup harmless;
+  both thresholds are relative to what this run measures. Evidence: rank → section → seconds, and
+  the relative score (rank's median / best rank's median, 1 = the best) à la NVIDIA resiliency-ext.
 - `dist.param_divergence` (error) @ model: replicas that DDP keeps bitwise equal hold different
   bytes. Stage "model" because what is seen to differ is the model's state (the weights); the cause
   is usually upstream of it, in an update that is not the same everywhere (a rank-local write, a
