@@ -1,0 +1,137 @@
+"""Notes to sound, for listening: FluidSynth with a General MIDI soundfont, or a small additive renderer.
+
+FluidSynth (the `fluidsynth` command) plays a Standard MIDI File written from the notes table
+(`to_score`, `score_to_midi_bytes`) with the soundfont named by `SIGNALCHAIN_SOUNDFONT`, or Debian's
+(`fluid-soundfont-gm`). Where either is missing, or FluidSynth fails, `fallback_render` plays the
+notes itself (harmonic tones under an envelope, drums as filtered noise bursts), so that a player
+always has sound; `renderer_name()` says which one ran and why. A rendering is for the ear: nothing
+compares it, and a renderer's failure is never an error.
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+import wave
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ._synth import fallback_render, sanitize
+from .notes import score_to_midi_bytes, to_score
+
+__all__ = ["RENDER_RATE", "SOUNDFONT_ENV", "SOUNDFONT_PATHS", "FLUIDSYNTH_TIMEOUT_S", "MAX_RENDER_SECONDS",
+           "find_soundfont", "find_fluidsynth", "render_notes", "render_notes_named", "renderer_name"]
+
+RENDER_RATE = 22050
+SOUNDFONT_ENV = "SIGNALCHAIN_SOUNDFONT"
+#: Debian's General MIDI soundfonts (`fluid-soundfont-gm`, and what provides `default-GM.sf2`).
+SOUNDFONT_PATHS = ("/usr/share/sounds/sf2/FluidR3_GM.sf2", "/usr/share/sounds/sf2/default-GM.sf2",
+                   "/usr/share/soundfonts/*.sf2")
+FLUIDSYNTH_TIMEOUT_S = 60
+#: Notes that start later than this are not played: a runaway onset must not make an hour of audio.
+MAX_RENDER_SECONDS = 120.0
+_GAIN = "0.5"  # FluidSynth's default (0.2) leaves a solo piano near -25 dBFS
+_last: list[str] = []
+
+
+def find_soundfont() -> tuple[Path | None, str]:
+    """The soundfont to use, or None and why there is none."""
+    named = os.environ.get(SOUNDFONT_ENV)
+    if named:
+        path = Path(named)
+        return (path, "") if path.is_file() else (None, f"{SOUNDFONT_ENV}={named} is not a file")
+    for pattern in SOUNDFONT_PATHS:
+        for found in sorted(glob.glob(pattern)):
+            if Path(found).is_file():
+                return Path(found), ""
+    return None, f"no General MIDI soundfont ({SOUNDFONT_ENV} unset; none at {', '.join(SOUNDFONT_PATHS)})"
+
+
+def find_fluidsynth() -> str | None:
+    return shutil.which("fluidsynth")
+
+
+@functools.lru_cache(maxsize=4)
+def _fluidsynth_version(exe: str) -> str:
+    try:
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    words = out.split()
+    return words[3] if len(words) > 3 and words[:3] == ["FluidSynth", "runtime", "version"] else ""
+
+
+def _read_wav16(path: Path, sample_rate: int) -> np.ndarray:
+    """FluidSynth's output (16-bit PCM) as float32 `[C, S]`."""
+    with wave.open(str(path), "rb") as w:
+        if w.getsampwidth() != 2 or w.getframerate() != sample_rate:
+            raise ValueError(f"FluidSynth wrote {8 * w.getsampwidth()}-bit audio at {w.getframerate()} Hz")
+        channels, data = w.getnchannels(), w.readframes(w.getnframes())
+    pcm = np.frombuffer(data, dtype="<i2").reshape(-1, channels)
+    return (pcm.T.astype(np.float32) / 32768.0).copy()
+
+
+def _fluidsynth(rows: np.ndarray, tempo: float, ts: Sequence[int], sample_rate: int, exe: str,
+                soundfont: Path) -> np.ndarray:
+    with tempfile.TemporaryDirectory(prefix="signalchain-render-") as tmp:
+        mid, out = Path(tmp) / "in.mid", Path(tmp) / "out.wav"
+        mid.write_bytes(score_to_midi_bytes(to_score(rows, tempo, ts)))
+        cmd = [exe, "-ni", "-q", "-g", _GAIN, "-r", str(sample_rate), "-T", "wav", "-O", "s16", "-F", str(out),
+               str(soundfont), str(mid)]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=FLUIDSYNTH_TIMEOUT_S,
+                              stdin=subprocess.DEVNULL)
+        if done.returncode != 0 or not out.is_file():
+            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [""]
+            raise RuntimeError(f"exit {done.returncode}{': ' + tail[0][:120] if tail[0] else ''}")
+        return _read_wav16(out, sample_rate)
+
+
+def render_notes_named(rows: np.ndarray, tempo_bpm: float = 120.0, time_signature: Sequence[int] = (4, 4),
+                       sample_rate: int = RENDER_RATE) -> tuple[np.ndarray, str]:
+    """The notes of one example as float32 stereo audio `[2, S]`, and the renderer that made it."""
+    tempo = float(tempo_bpm) if np.isfinite(tempo_bpm) and 1.0 <= float(tempo_bpm) <= 1000.0 else 120.0
+    ts = tuple(int(v) for v in time_signature) if len(time_signature) == 2 else (4, 4)
+    notes = sanitize(rows, tempo, MAX_RENDER_SECONDS)
+    if not len(notes):
+        return np.zeros((2, 0), np.float32), "nothing to render (no notes)"
+    exe, (soundfont, why) = find_fluidsynth(), find_soundfont()
+    if exe is None:
+        why = "no fluidsynth on PATH"
+    if exe is not None and soundfont is not None:
+        try:
+            audio = _fluidsynth(notes, tempo, ts, int(sample_rate), exe, soundfont)
+            version = _fluidsynth_version(exe)
+            return _stereo(audio), f"fluidsynth{' ' + version if version else ''} · {soundfont.name}"
+        except (OSError, ValueError, RuntimeError, EOFError, wave.Error, subprocess.SubprocessError) as exc:
+            kind = "timed out" if isinstance(exc, subprocess.TimeoutExpired) else "failed"
+            why = f"fluidsynth {kind}: {str(exc)[:160]}"
+    return fallback_render(notes, tempo, int(sample_rate)), f"additive fallback ({why})"
+
+
+def render_notes(rows: np.ndarray, tempo_bpm: float = 120.0, time_signature: Sequence[int] = (4, 4),
+                 sample_rate: int = RENDER_RATE) -> np.ndarray:
+    """The notes of one example (rows of a notes table) as float32 audio `[2, S]` at `sample_rate`."""
+    audio, name = render_notes_named(rows, tempo_bpm, time_signature, sample_rate)
+    _last[:] = [name]
+    return audio
+
+
+def renderer_name() -> str:
+    """The renderer the last `render_notes` used (before any: the one that would run)."""
+    if _last:
+        return _last[0]
+    soundfont, why = find_soundfont()
+    if find_fluidsynth() is None:
+        return "additive fallback (no fluidsynth on PATH)"
+    return f"fluidsynth · {soundfont.name}" if soundfont else f"additive fallback ({why})"
+
+
+def _stereo(audio: np.ndarray) -> np.ndarray:
+    audio = np.asarray(audio, dtype=np.float32)
+    return np.repeat(audio, 2, axis=0) if audio.shape[0] == 1 else audio[:2]
