@@ -1,0 +1,130 @@
+"""Symbolic stages on the inspect page: a piano roll beside each caption and the player of its rendering.
+
+Notes stages (`midi.source`, `notes.augmented`, `notes.decoded`, any tensor tapped with
+`columns=NOTE_COLUMNS`) are drawn per example and heard through the rendering the golden keeps
+(`golden/rendered.py`). Symbolic `tokens` are shown as their vocabulary's strings; the report cannot
+decode them, so their piano roll is the pipeline's own decoding, the `notes.decoded` stage.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..golden.rendered import is_notes_stage, notes_examples
+from ..golden.store import Golden
+from ..symbolic.notes import COL, per_example
+from ..trace import StageRecord, Trace
+from .html import audio_player, esc, image_tag, table
+from .pianoroll import piano_roll_figure, program_label
+
+__all__ = ["notes_records", "example_rolls_html", "symbolic_stage_html", "is_symbolic_tokens"]
+
+_MAX_TOKENS_SHOWN = 160
+
+
+def notes_records(trace: Trace) -> list[StageRecord]:
+    return [r for r in trace if r.value is not None and is_notes_stage(r.kind, r.meta, r.shape)]
+
+
+def is_symbolic_tokens(rec: StageRecord) -> bool:
+    return rec.meta.get("kind") == "symbolic" and rec.kind == "tensor"
+
+
+def _at(rec: StageRecord, key: str, i: int) -> Any:
+    values = rec.meta.get(key)
+    return values[i] if isinstance(values, list) and i < len(values) else None
+
+
+def _examples(rec: StageRecord) -> list[np.ndarray]:
+    return per_example(np.asarray(rec.value), notes_examples(np.asarray(rec.value), rec.meta))
+
+
+def _roll(rec: StageRecord, rows: np.ndarray, i: int) -> str:
+    tempo, ts = _at(rec, "tempos", i), _at(rec, "time_signatures", i)
+    tempo = float(tempo) if isinstance(tempo, (int, float)) and not isinstance(tempo, bool) else None
+    name = _at(rec, "files", i)
+    title = f"{rec.name} · example {i}" + (f" · {name}" if name else "")
+    return image_tag(piano_roll_figure(rows, ts, title, tempo), f"piano roll of {rec.name} #{i}")
+
+
+def _player(golden: Golden, rec: StageRecord, i: int) -> str:
+    r = golden.renderings.get(rec.name)
+    audio = r.example(i) if r is not None else None
+    if audio is None:
+        return '<span class="muted">not rendered (captured without WAVs)</span>'
+    return audio_player(audio, r.sample_rate, f"{rec.name} #{i} rendered") + \
+        f'<div class="muted">rendered by {esc(r.renderer)}</div>'
+
+
+def _describe(rows: np.ndarray) -> str:
+    if not len(rows):
+        return "no notes"
+    drum = rows[:, COL["drum"]] > 0.5
+    programs = sorted({int(p) for p in rows[~drum, COL["program"]]})
+    span = float((rows[:, COL["onset"]] + rows[:, COL["duration"]]).max())
+    parts = [f"{len(rows)} notes over {span:.2f} beats", ", ".join(program_label(p) for p in programs[:6])]
+    if drum.any():
+        parts.append(f"{int(drum.sum())} drum notes")
+    return " · ".join(p for p in parts if p)
+
+
+def example_rolls_html(golden: Golden, i: int) -> str:
+    """For example i of the batch: one row per notes stage with its piano roll and the player."""
+    rows = []
+    for rec in notes_records(golden.trace):
+        examples = _examples(rec)
+        if i >= len(examples):
+            continue
+        rows.append([f"<b>{esc(rec.name)}</b><div class=\"muted\">{esc(_describe(examples[i]))}</div>",
+                     _roll(rec, examples[i], i), _player(golden, rec, i)])
+    return table(rows, ["notes stage", "piano roll", "listen"], raw=True) if rows else ""
+
+
+def _notes_stage_body(golden: Golden, rec: StageRecord, max_examples: int) -> str:
+    examples = _examples(rec)
+    rows = []
+    for i, ex in enumerate(examples[:max_examples]):
+        ts = _at(rec, "time_signatures", i)
+        rows.append([str(i), esc(_at(rec, "files", i) or "—"), esc(_at(rec, "tempos", i) or "—"),
+                     esc("/".join(map(str, ts)) if isinstance(ts, list) else "—"), esc(_describe(ex)),
+                     _player(golden, rec, i)])
+    parts = [table(rows, ["#", "file", "tempo", "meter", "notes", "listen (rendered)"], raw=True)]
+    if examples:
+        parts.append(_roll(rec, examples[0], 0))
+    return "".join(parts)
+
+
+def _tokens_body(golden: Golden, rec: StageRecord) -> str:
+    arr = np.asarray(rec.value)
+    vocab = rec.meta.get("vocab") if isinstance(rec.meta.get("vocab"), list) else []
+    parts = [f'<p class="muted">{esc(rec.meta.get("tokenizer") or "symbolic")} tokens, '
+             f"{len(vocab)} in the vocabulary</p>"]
+    if arr.ndim == 2 and arr.shape[0]:
+        first = arr[0][:_MAX_TOKENS_SHOWN].tolist()
+        words = [str(vocab[t]) if isinstance(t, int) and 0 <= t < len(vocab) else f"<{t}>" for t in first]
+        more = f" … ({arr.shape[1] - len(first)} more)" if arr.shape[1] > len(first) else ""
+        parts.append(f'<p>example 0: <span class="mono">{esc(" ".join(words) + more)}</span></p>')
+    decoded = golden.trace.get("notes.decoded")
+    if decoded is not None and decoded.value is not None and is_notes_stage(decoded.kind, decoded.meta,
+                                                                               decoded.shape):
+        examples = _examples(decoded)
+        if examples:
+            parts.append('<p class="muted">decoded by the pipeline\'s tokenizer (stage notes.decoded):</p>')
+            parts.append(_roll(decoded, examples[0], 0) + _player(golden, decoded, 0))
+    else:
+        parts.append('<p class="muted">no notes.decoded stage: a report cannot decode tokens (tap the '
+                     "pipeline's decoding as notes.decoded to see and hear them)</p>")
+    return "".join(parts)
+
+
+def symbolic_stage_html(golden: Golden, rec: StageRecord, max_examples: int) -> str | None:
+    """The body of a notes or symbolic-tokens stage's section, or None for any other stage."""
+    if rec.value is None:
+        return None
+    if is_notes_stage(rec.kind, rec.meta, rec.shape):
+        return _notes_stage_body(golden, rec, max_examples)
+    if is_symbolic_tokens(rec):
+        return _tokens_body(golden, rec)
+    return None
