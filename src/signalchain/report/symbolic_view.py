@@ -8,13 +8,14 @@ decode them, so their piano roll is the pipeline's own decoding, the `notes.deco
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 
 from ..golden.rendered import is_notes_stage, notes_examples
 from ..golden.store import Golden
-from ..symbolic.notes import COL, per_example
+from ..symbolic.notes import COL, NOTE_COLUMNS, per_example
 from ..trace import StageRecord, Trace
 from .html import audio_player, esc, image_tag, table
 from .pianoroll import piano_roll_figure, program_label
@@ -41,12 +42,20 @@ def _examples(rec: StageRecord) -> list[np.ndarray]:
     return per_example(np.asarray(rec.value), notes_examples(np.asarray(rec.value), rec.meta))
 
 
+@functools.lru_cache(maxsize=32)
+def _roll_png(rows: bytes, ts: tuple[Any, ...] | None, title: str, tempo: float | None) -> bytes:
+    """A page shows example 0 of a stage twice (its card and its section): it is drawn once."""
+    return piano_roll_figure(np.frombuffer(rows, np.float32).reshape(-1, len(NOTE_COLUMNS)), ts, title, tempo)
+
+
 def _roll(rec: StageRecord, rows: np.ndarray, i: int) -> str:
     tempo, ts = _at(rec, "tempos", i), _at(rec, "time_signatures", i)
     tempo = float(tempo) if isinstance(tempo, (int, float)) and not isinstance(tempo, bool) else None
     name = _at(rec, "files", i)
     title = f"{rec.name} · example {i}" + (f" · {name}" if name else "")
-    return image_tag(piano_roll_figure(rows, ts, title, tempo), f"piano roll of {rec.name} #{i}")
+    key = np.ascontiguousarray(rows, dtype=np.float32).tobytes()
+    png = _roll_png(key, tuple(ts) if isinstance(ts, list) else None, title, tempo)
+    return image_tag(png, f"piano roll of {rec.name} #{i}")
 
 
 def _player(golden: Golden, rec: StageRecord, i: int) -> str:
