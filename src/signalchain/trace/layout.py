@@ -195,6 +195,9 @@ def read_layout(trace: Any) -> StepView:
     """The canonical view of `trace` (recorded with values)."""
     v = StepView()
     tokens = _value(trace, "tokens")
+    rec = trace.get("tokens")
+    if tokens is not None and tokens.ndim == 2 and rec is not None and rec.meta.get("kind") == "symbolic":
+        tokens = tokens[:, None, :]  # symbolic ids [B, T]: one token stream, K = 1
     if tokens is not None and tokens.ndim != 3:
         tokens = None
     v.tokens = tokens
