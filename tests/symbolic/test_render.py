@@ -128,6 +128,6 @@ def test_fluidsynth_renders_with_the_soundfont(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.delenv(R.SOUNDFONT_ENV, raising=False)
     audio = R.render_notes(_melody(), tempo_bpm=120.0, time_signature=(4, 4), sample_rate=SR)
     assert R.renderer_name().startswith("fluidsynth") and R.renderer_name().endswith(".sf2")
-    assert audio.dtype == np.float32 and audio.shape[0] == 2 and audio.shape[1] >= 2.0 * SR
+    assert audio.dtype == np.float32 and audio.shape[0] == 2 and 2.0 * SR <= audio.shape[1] <= 3.0 * SR + 1
     assert 0.005 < np.abs(audio).max() < 1.0
-    assert np.abs(audio[:, : int(1.9 * SR)]).max() > 0.005  # sound while the notes play
+    assert np.abs(audio[:, : int(1.9 * SR)]).max() > 0.005  # sound while the notes play; at most 1 s rings on

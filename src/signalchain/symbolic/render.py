@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from ._synth import fallback_render, sanitize
-from .notes import score_to_midi_bytes, to_score
+from .notes import COL, score_to_midi_bytes, to_score
 
 __all__ = ["RENDER_RATE", "SOUNDFONT_ENV", "SOUNDFONT_PATHS", "FLUIDSYNTH_TIMEOUT_S", "MAX_RENDER_SECONDS",
            "find_soundfont", "find_fluidsynth", "render_notes", "render_notes_named", "renderer_name"]
@@ -37,6 +37,7 @@ FLUIDSYNTH_TIMEOUT_S = 60
 #: Notes that start later than this are not played: a runaway onset must not make an hour of audio.
 MAX_RENDER_SECONDS = 120.0
 _GAIN = "0.5"  # FluidSynth's default (0.2) leaves a solo piano near -25 dBFS
+_TAIL_S = 1.0
 _last: list[str] = []
 
 
@@ -105,7 +106,8 @@ def render_notes_named(rows: np.ndarray, tempo_bpm: float = 120.0, time_signatur
         why = "no fluidsynth on PATH"
     if exe is not None and soundfont is not None:
         try:
-            audio = _fluidsynth(notes, tempo, ts, int(sample_rate), exe, soundfont)
+            audio = _trim_tail(_fluidsynth(notes, tempo, ts, int(sample_rate), exe, soundfont), notes, tempo,
+                               int(sample_rate))
             version = _fluidsynth_version(exe)
             return _stereo(audio), f"fluidsynth{' ' + version if version else ''} · {soundfont.name}"
         except (OSError, ValueError, RuntimeError, EOFError, wave.Error, subprocess.SubprocessError) as exc:
@@ -130,6 +132,15 @@ def renderer_name() -> str:
     if find_fluidsynth() is None:
         return "additive fallback (no fluidsynth on PATH)"
     return f"fluidsynth · {soundfont.name}" if soundfont else f"additive fallback ({why})"
+
+
+def _trim_tail(audio: np.ndarray, notes: np.ndarray, tempo: float, sample_rate: int) -> np.ndarray:
+    """FluidSynth plays on until every voice has died away (seconds of reverb after a held chord):
+    keep the notes, then at most `_TAIL_S` of what rings on above -60 dBFS."""
+    end = int(float((notes[:, COL["onset"]] + notes[:, COL["duration"]]).max()) * 60.0 / tempo * sample_rate)
+    loud = np.flatnonzero(np.abs(audio).max(axis=0) > 1e-3)
+    ring = int(loud[-1]) + 1 if len(loud) else 0
+    return audio[:, : min(audio.shape[1], max(end, min(ring, end + int(_TAIL_S * sample_rate))))]
 
 
 def _stereo(audio: np.ndarray) -> np.ndarray:
