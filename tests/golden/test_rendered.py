@@ -199,3 +199,11 @@ def test_a_renderer_that_fails_never_stops_a_capture(tmp_path: Path, monkeypatch
     monkeypatch.setenv(R.SOUNDFONT_ENV, str(Path(h.__file__)))  # a file, not a soundfont: never read
     g = load_golden(save_golden(tmp_path / "g", _symbolic_trace(), {}))
     assert g.renderings["midi.source"].renderer.startswith("additive fallback (fluidsynth failed")
+
+
+def test_a_large_batch_renders_its_first_examples_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from signalchain.golden import rendered
+
+    monkeypatch.setattr(rendered, "MAX_RENDERED_EXAMPLES", 2)
+    g = load_golden(save_golden(tmp_path / "g", _symbolic_trace(), {}))
+    assert len(g.renderings["midi.source"].segments) == 2

@@ -1,13 +1,13 @@
 """Notes stages heard: each notes table of a golden batch rendered to one WAV, for listening.
 
 A stage whose tap says `columns=NOTE_COLUMNS` (`midi.source`, `notes.augmented`, `notes.decoded`, or
-any other) holds notes, not sound. `save_golden` renders each of its examples (`symbolic.render`:
-FluidSynth with a GM soundfont, or the additive fallback), lays them end to end with short gaps in
-`audio/<stage>.wav` (mono, 16-bit), and records in the stage's meta `rendered`: the file, where
-each example lies in it, its rate and the renderer. The file is listed in the manifest with its
-sha256 like every other. A rendering is not the stage's value: nothing compares it (a soundfont
-or FluidSynth version changes it), so the loader checks that it is a readable WAV whose examples
-lie where the manifest says, not what it sounds like.
+any other) holds notes, not sound. `save_golden` renders its examples (the first
+MAX_RENDERED_EXAMPLES; `symbolic.render`: FluidSynth with a GM soundfont, or the additive
+fallback), lays them end to end with short gaps in `audio/<stage>.wav` (mono, 16-bit), and records
+in the stage's meta `rendered`: the file, where each example lies in it, its rate and the renderer.
+The file is listed in the manifest with its sha256 like every other. A rendering is not the
+stage's value: nothing compares it (a soundfont or FluidSynth version changes it), so the loader
+checks that it is a readable WAV whose examples lie where the manifest says, not how it sounds.
 """
 
 from __future__ import annotations
@@ -25,10 +25,13 @@ from ..symbolic.notes import COL, NOTE_COLUMNS, per_example
 from ..symbolic.render import RENDER_RATE, render_notes_named
 from .schema import Manifest, StageEntry
 
-__all__ = ["Rendering", "RENDER_GAP_SECONDS", "is_notes_stage", "notes_examples", "render_stage",
-           "check_rendered_entry", "load_renderings"]
+__all__ = ["Rendering", "RENDER_GAP_SECONDS", "MAX_RENDERED_EXAMPLES", "is_notes_stage", "notes_examples",
+           "render_stage", "check_rendered_entry", "load_renderings"]
 
 RENDER_GAP_SECONDS = 0.25
+#: Examples rendered per notes stage (a golden batch is small; a page shows 8): a large batch costs
+#: seconds, not minutes, of FluidSynth at capture.
+MAX_RENDERED_EXAMPLES = 16
 _EMPTY = "nothing to render (no notes)"
 
 
@@ -84,7 +87,7 @@ def render_stage(table: np.ndarray, meta: dict[str, Any], cache: dict[bytes, tup
                  sample_rate: int = RENDER_RATE) -> Rendering:
     """Every example of a notes stage rendered (mono) and laid end to end; `cache` spares
     rendering twice what two stages share (a decoded table equal to its source)."""
-    examples = per_example(table, notes_examples(table, meta))
+    examples = per_example(table, min(notes_examples(table, meta), MAX_RENDERED_EXAMPLES))
     gap = int(round(RENDER_GAP_SECONDS * sample_rate))
     parts, segments, names, at = [], [], [], 0
     for i, rows in enumerate(examples):
@@ -143,10 +146,12 @@ def load_renderings(m: Manifest, arrays: dict[str, np.ndarray], contents: dict[s
         ref = st.meta.rendered
         if ref is None:
             continue
-        wpath, n = folder / ref.path, notes_examples(arrays[st.name], st.meta.model_dump())
+        wpath = folder / ref.path
+        n = min(notes_examples(arrays[st.name], st.meta.model_dump()), MAX_RENDERED_EXAMPLES)
         if len(ref.segments) != n:
             raise GoldenFileError(f"{folder / 'manifest.json'}: field stages[{i}].meta.rendered.segments: "
-                                  f"{len(ref.segments)} segments for the {n} examples of stage {st.name!r}")
+                                  f"{len(ref.segments)} segments for the {n} examples of stage {st.name!r} "
+                                  f"(at most {MAX_RENDERED_EXAMPLES} are rendered)")
         try:
             with sf.SoundFile(io.BytesIO(contents[ref.path])) as f:
                 rate, frames = f.samplerate, f.frames
