@@ -42,8 +42,9 @@ def test_each_example_card_has_its_caption_piano_rolls_and_players(page: str) ->
     for i, caption in enumerate(CAPTIONS):
         card = _card(page, i)
         assert caption in card
-        for stage in ("midi.source", "notes.augmented", "notes.decoded"):
-            assert f'alt="piano roll of {stage} #{i}" src="data:image/png;base64,' in card
+        stages = ("midi.source", "notes.augmented", "notes.decoded")
+        assert f'alt="piano roll of example {i}: {", ".join(stages)}" src="data:image/png;base64,' in card
+        for stage in stages:
             assert f'title="{stage} #{i} rendered"' in card or i == 2  # the empty crop has nothing to play
         assert "rendered by additive fallback (no fluidsynth on PATH)" in card
     assert _card(page, 2).count("nothing to play") == 3
@@ -83,7 +84,7 @@ def test_a_garbage_notes_table_still_draws(tmp_path: Path) -> None:
     notes[2, 1] = 1e6
     notes[3, 2] = 1e7
     page = _page(tmp_path / "g", notes=notes)
-    assert page.count('alt="piano roll of midi.source #') == 4  # three cards and the stage's section
+    assert page.count('alt="piano roll of example ') == 3 and page.count('alt="piano roll of midi.source #0"') == 1
 
 
 @pytest.mark.slow

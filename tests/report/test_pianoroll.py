@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from signalchain.report.pianoroll import piano_roll_figure, program_label
+from signalchain.report.pianoroll import piano_roll_figure, piano_rolls_figure, program_label
 from signalchain.symbolic import notes_table
 
 
@@ -36,3 +36,12 @@ def test_any_time_signature_draws(ts) -> None:
 def test_program_labels_name_the_gm_family() -> None:
     assert program_label(0) == "program 0 (piano)" and program_label(33) == "program 33 (bass)"
     assert program_label(127) == "program 127 (sound effects)" and program_label(5, drum=True) == "drums"
+
+
+def test_stages_of_one_example_stack_on_one_beat_axis() -> None:
+    one = notes_table([(0, 60, 0, 1, 90, 0, 0), (0, 64, 1, 1, 90, 40, 0)])
+    _, h1 = _size(piano_roll_figure(one, (3, 4)))
+    _, h3 = _size(piano_rolls_figure([("midi.source", one), ("notes.augmented", one), ("notes.decoded", one[:0])],
+                                     (3, 4), "example 0"))
+    assert h3 > 2 * h1
+    assert _size(piano_rolls_figure([]))[0] > 200

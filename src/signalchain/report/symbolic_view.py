@@ -18,7 +18,7 @@ from ..golden.store import Golden
 from ..symbolic.notes import COL, NOTE_COLUMNS, per_example
 from ..trace import StageRecord, Trace
 from .html import audio_player, esc, image_tag, table
-from .pianoroll import piano_roll_figure, program_label
+from .pianoroll import piano_rolls_figure, program_label
 
 __all__ = ["notes_records", "example_rolls_html", "symbolic_stage_html", "is_symbolic_tokens"]
 
@@ -42,20 +42,51 @@ def _examples(rec: StageRecord) -> list[np.ndarray]:
     return per_example(np.asarray(rec.value), notes_examples(np.asarray(rec.value), rec.meta))
 
 
+def _tempo(rec: StageRecord, i: int) -> float | None:
+    tempo = _at(rec, "tempos", i)
+    return float(tempo) if isinstance(tempo, (int, float)) and not isinstance(tempo, bool) else None
+
+
+def _meter(rec: StageRecord, i: int) -> tuple[Any, ...] | None:
+    ts = _at(rec, "time_signatures", i)
+    return tuple(ts) if isinstance(ts, list) else None
+
+
 @functools.lru_cache(maxsize=32)
-def _roll_png(rows: bytes, ts: tuple[Any, ...] | None, title: str, tempo: float | None) -> bytes:
-    """A page shows example 0 of a stage twice (its card and its section): it is drawn once."""
-    return piano_roll_figure(np.frombuffer(rows, np.float32).reshape(-1, len(NOTE_COLUMNS)), ts, title, tempo)
+def _roll_png(panels: tuple[tuple[str, bytes], ...], ts: tuple[Any, ...] | None, title: str,
+              tempo: float | None) -> bytes:
+    """A page shows example 0 of a stage twice (its section and the tokens'): it is drawn once."""
+    return piano_rolls_figure([(label, np.frombuffer(rows, np.float32).reshape(-1, len(NOTE_COLUMNS)))
+                               for label, rows in panels], ts, title, tempo)
+
+
+def _key(rows: np.ndarray) -> bytes:
+    return np.ascontiguousarray(rows, dtype=np.float32).tobytes()
+
+
+def _title(rec: StageRecord, i: int, what: str) -> str:
+    name = _at(rec, "files", i)
+    return what + (f" · {name}" if name else "")
 
 
 def _roll(rec: StageRecord, rows: np.ndarray, i: int) -> str:
-    tempo, ts = _at(rec, "tempos", i), _at(rec, "time_signatures", i)
-    tempo = float(tempo) if isinstance(tempo, (int, float)) and not isinstance(tempo, bool) else None
-    name = _at(rec, "files", i)
-    title = f"{rec.name} · example {i}" + (f" · {name}" if name else "")
-    key = np.ascontiguousarray(rows, dtype=np.float32).tobytes()
-    png = _roll_png(key, tuple(ts) if isinstance(ts, list) else None, title, tempo)
+    png = _roll_png((("", _key(rows)),), _meter(rec, i), _title(rec, i, f"{rec.name} · example {i}"), _tempo(rec, i))
     return image_tag(png, f"piano roll of {rec.name} #{i}")
+
+
+def _rolls(recs: list[StageRecord], tables: list[np.ndarray], i: int) -> str:
+    """The notes stages of example i stacked on one beat axis (bars from the first stage's meter);
+    a stage whose tempo or meter differs from the first's says so in its label."""
+    first = recs[0]
+    panels = []
+    for rec, rows in zip(recs, tables):
+        label = rec.name
+        if (_tempo(rec, i), _meter(rec, i)) != (_tempo(first, i), _meter(first, i)):
+            meter = "/".join(map(str, _meter(rec, i) or ())) or "no meter"
+            label += f" ({meter}, {_tempo(rec, i) or '?'} bpm)"
+        panels.append((label, _key(rows)))
+    png = _roll_png(tuple(panels), _meter(first, i), _title(first, i, f"example {i}"), _tempo(first, i))
+    return image_tag(png, f"piano roll of example {i}: {', '.join(r.name for r in recs)}")
 
 
 def _player(golden: Golden, rec: StageRecord, i: int) -> str:
@@ -80,15 +111,18 @@ def _describe(rows: np.ndarray) -> str:
 
 
 def example_rolls_html(golden: Golden, i: int) -> str:
-    """For example i of the batch: one row per notes stage with its piano roll and the player."""
-    rows = []
+    """For example i of the batch: its notes stages' piano rolls stacked, beside a player of each."""
+    recs, tables = [], []
     for rec in notes_records(golden.trace):
         examples = _examples(rec)
-        if i >= len(examples):
-            continue
-        rows.append([f"<b>{esc(rec.name)}</b><div class=\"muted\">{esc(_describe(examples[i]))}</div>",
-                     _roll(rec, examples[i], i), _player(golden, rec, i)])
-    return table(rows, ["notes stage", "piano roll", "listen"], raw=True) if rows else ""
+        if i < len(examples):
+            recs.append(rec)
+            tables.append(examples[i])
+    if not recs:
+        return ""
+    listen = "".join(f'<div><b>{esc(rec.name)}</b> <span class="muted">{esc(_describe(rows))}</span>'
+                     f"<div>{_player(golden, rec, i)}</div></div>" for rec, rows in zip(recs, tables))
+    return table([[_rolls(recs, tables, i), listen]], ["piano roll", "listen (rendered)"], raw=True)
 
 
 def _notes_stage_body(golden: Golden, rec: StageRecord, max_examples: int) -> str:
