@@ -152,7 +152,8 @@ class Vocab:
 class SequenceEvents:
     """One sequence walked: its notes (in quarter notes), bars, and the grammar problems met on the way."""
 
-    notes: list[tuple[int, float, float, int, int, int]] = field(default_factory=list)  # pitch, onset, dur, vel, program, drum
+    # (pitch, onset, duration, velocity, program, drum)
+    notes: list[tuple[int, float, float, int, int, int]] = field(default_factory=list)
     bars: int = 0
     time_signatures: list[tuple[int, int]] = field(default_factory=list)
     tempos: list[float] = field(default_factory=list)
