@@ -11,7 +11,7 @@ import numpy as np
 
 from .notes import COL, notes_table
 
-__all__ = ["random_piece", "transposed", "stretched", "revoiced", "new_melody"]
+__all__ = ["random_piece", "transposed", "stretched", "revoiced", "new_melody", "planted_set"]
 
 _MAJOR = np.array([0, 2, 4, 5, 7, 9, 11])
 _MINOR = np.array([0, 2, 3, 5, 7, 8, 10])
@@ -95,3 +95,35 @@ def new_melody(rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     bars = int(np.ceil((rows[:, COL["onset"]].max() + 1e-6) / 4.0))
     melody = _melody(rng, root, _MAJOR, bars, int(rng.choice(MELODY_PROGRAMS)))
     return notes_table(np.concatenate([keep, notes_table(melody)]))
+
+
+def planted_set(rng: np.random.Generator, train: int, per_kind: int, distractors: int
+                ) -> tuple[dict[str, list[tuple[np.ndarray, float]]], dict[int, tuple[int, str]]]:
+    """A training split of random pieces and a test split holding `per_kind` planted copies of each
+    kind (transposed ±1…6, tempo event ±10 %, time-stretch ±10 %, re-voiced) and `distractors`
+    pieces that are no copy (half unrelated, half another tune over a training piece's chords).
+
+    Returns the splits and the truth: test index → (training index, "transposed" / "alternate")."""
+    pieces = [random_piece(rng) for _ in range(train)]
+    test: list[tuple[np.ndarray, float]] = []
+    truth: dict[int, tuple[int, str]] = {}
+    sources = rng.choice(train, size=4 * per_kind + distractors // 2, replace=False)
+    shifts = [s for s in range(-6, 7) if s]
+    for n, src in enumerate(sources[: 4 * per_kind]):
+        rows, tempo = pieces[int(src)]
+        kind, factor = n % 4, float(rng.choice([0.9, 0.92, 0.95, 1.05, 1.08, 1.1]))
+        if kind == 0:
+            copy, label = (transposed(rows, shifts[n // 4 % len(shifts)]), tempo), "transposed"
+        elif kind == 1:
+            copy, label = (rows.copy(), tempo * factor), "alternate"
+        elif kind == 2:
+            copy, label = (stretched(rows, factor), tempo), "alternate"
+        else:
+            copy, label = (revoiced(rows, rng), tempo), "alternate"
+        truth[len(test)] = (int(src), label)
+        test.append(copy)
+    for src in sources[4 * per_kind :]:
+        rows, tempo = pieces[int(src)]
+        test.append((new_melody(rows, rng), tempo))
+    test += [random_piece(rng) for _ in range(distractors - distractors // 2)]
+    return {"train": pieces, "test": test}, truth
