@@ -2,6 +2,7 @@
 folders, a folder of split folders, --split NAME=PATH) whose files are Standard MIDI Files.
 
     data/train/*.mid, data/test/*.mid     a folder of split folders (train/, valid/, test/ …)
+    test/piece.mid                        a single file (--split NAME=FILE)
     egs/train/data.jsonl                  {"path": "piece.mid", ...} per line (metadata as for audio)
 
 `is_midi_dataset` tells the `audit` command which audit a dataset needs: every source holds MIDI
@@ -21,10 +22,10 @@ import numpy as np
 from ..audio._files import check_path, display_path, list_files, read_regular
 from ..findings import Finding
 from ..records.audit import Item
-from .sources import AUDIO_EXTENSIONS, Source, _listing_findings, _named, read_items, resolve_sources
+from .sources import AUDIO_EXTENSIONS, Source, _listing_findings, _named, _split_name, read_items, resolve_sources
 
 __all__ = ["MIDI_EXTENSIONS", "MIDI_LIMIT", "MidiProblem", "Piece", "is_midi_dataset", "read_midi",
-           "read_midi_items"]
+           "read_midi_items", "resolve_midi_sources", "parse_midi"]
 
 MIDI_EXTENSIONS = (".mid", ".midi", ".smf", ".kar")
 MIDI_LIMIT = 64 << 20  # bytes: a MIDI file is kilobytes; past this it is not one
@@ -57,21 +58,34 @@ def _source_is_midi(source: Source) -> bool:
     return bool(paths) and all(_is_midi(p) for p in paths)
 
 
+def resolve_midi_sources(paths: Sequence[str], splits: Sequence[tuple[str, str]] = ()) -> list[Source]:
+    """As `sources.resolve_sources`, and a single MIDI file is a source of its own (kind "file")."""
+    out: list[Source] = []
+    for name, raw in splits:
+        path = Path(raw)
+        out += [Source(name, path, "file")] if _is_midi(raw) and path.is_file() else resolve_sources([], [(name, raw)])
+    for raw in paths:
+        path = Path(raw)
+        out += [Source(_split_name(path, "dataset"), path, "file")] if _is_midi(raw) and path.is_file() \
+            else resolve_sources([raw])
+    return out
+
+
 def is_midi_dataset(paths: Sequence[str], splits: Sequence[tuple[str, str]] = ()) -> bool:
-    """Whether every source names MIDI files (and a folder holds no audio): the MIDI audit's input.
-    A single .mid file counts too (its folder is the dataset)."""
-    if any(_is_midi(p) and Path(p).is_file() for p in [*paths, *(p for _, p in splits)]):
-        return True
+    """Whether every source names MIDI files (and a folder holds no audio): the MIDI audit's input."""
     try:
-        sources = resolve_sources(paths, splits)
+        sources = resolve_midi_sources(paths, splits)
     except Exception:  # the audio audit names what is wrong with the paths
         return False
-    return bool(sources) and all(_source_is_midi(s) for s in sources)
+    return bool(sources) and all(s.kind == "file" or _source_is_midi(s) for s in sources)
 
 
 def read_midi_items(source: Source) -> Iterator[Item | Finding]:
     """Every piece of one source, in order: a manifest's lines (as the audio audit reads them), or
     the MIDI files under a folder; a finding for each line or folder that cannot be read."""
+    if source.kind == "file":
+        yield _named(Item(split=source.split, ref=str(source.path), path=str(source.path)))
+        return
     if source.kind != "folder":
         yield from read_items(source)
         return
@@ -103,7 +117,10 @@ def parse_midi(data: bytes, name: str = "the file") -> Piece:
 
     if not data:
         raise MidiProblem("unreadable: the file is empty (0 bytes), not a MIDI file")
-    if not data.startswith(b"MThd") and not data.startswith(b"RIFF"):
+    if data.startswith(b"RIFF") and data[8:12] == b"RMID":
+        raise MidiProblem("unreadable: a RIFF MIDI (RMID) file; MIDI readers take the Standard MIDI File inside it "
+                          "only once it is extracted")
+    if not data.startswith(b"MThd"):
         head = data[:4].hex(" ")
         raise MidiProblem(f"unreadable: not a MIDI file (it starts with bytes {head}, not 'MThd')")
     try:

@@ -26,10 +26,10 @@ from .judge_items import judge_captions, judge_item
 from .judge_splits import judge_alternate_versions, judge_shared_ids
 from .leakage import Entry, Match
 from .midi_judge import judge_note_matches, judge_piece
-from .midi_read import MidiProblem, read_midi, read_midi_items
+from .midi_read import MidiProblem, read_midi, read_midi_items, resolve_midi_sources
 from .midi_search import NoteMatch, find_note_matches
 from .run import AuditResult, Progress, _cap
-from .sources import Source, resolve_sources
+from .sources import Source
 
 __all__ = ["run_midi_audit", "match_rows", "as_matches", "midi_summary_rows"]
 
@@ -68,7 +68,7 @@ def run_midi_audit(paths: Sequence[str] = (), splits: Sequence[tuple[str, str]] 
     """Audit the MIDI datasets at `paths` and the named `splits` (NAME, PATH); see the module docstring."""
     t0 = time.perf_counter()
     progress = progress or Progress()
-    sources = resolve_sources(paths, splits)
+    sources = resolve_midi_sources(paths, splits)
     findings: list[Finding] = []
     items = _read_sources(sources, findings)
     progress.start(len(items))
