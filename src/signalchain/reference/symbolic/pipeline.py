@@ -325,11 +325,18 @@ class SymbolicBedPipeline:
             memory, memory_mask = model.encode_condition(word_ids, word_mask)
             null_ids, null_mask = self.words.encode([""] * len(batch))
             null_memory, null_memory_mask = model.encode_condition(null_ids, null_mask)
-            ids, logits, n = generate_ids(model, memory, memory_mask, null_memory, null_memory_mask, s, bos, eos, pad)
+            g = generate_ids(model, memory, memory_mask, null_memory, null_memory_mask, s, bos, eos, pad)
         finally:
             model.train(was)
+        ids = g.ids
         tap("generation.tokens", ids, **tk.tokens_meta(self.tokenizer, self.cfg.tokenizer.resolution),
-            frames_generated=n, stopped=bool((ids == eos).any(dim=1).all()), sampling=asdict(s))
+            frames_generated=ids.shape[1], prompt_frames=1, stopped=bool((ids == eos).any(dim=1).all()),
+            sampling=asdict(s))
+        # what the sampler saw, frame-aligned with the ids as one stream: [B, 1, T, V]
+        tap("generation.logits", g.logits[:, None])
+        if g.cond_logits is not None and g.uncond_logits is not None:
+            tap("generation.logits.cond", g.cond_logits[:, None])
+            tap("generation.logits.uncond", g.uncond_logits[:, None])
         return ids
 
     def decode_notes(self, tokens: Any) -> np.ndarray:
