@@ -131,3 +131,46 @@ def test_fluidsynth_renders_with_the_soundfont(monkeypatch: pytest.MonkeyPatch) 
     assert audio.dtype == np.float32 and audio.shape[0] == 2 and 2.0 * SR <= audio.shape[1] <= 3.0 * SR + 1
     assert 0.005 < np.abs(audio).max() < 1.0
     assert np.abs(audio[:, : int(1.9 * SR)]).max() > 0.005  # sound while the notes play; at most 1 s rings on
+
+
+def _batch() -> list[tuple[np.ndarray, float, tuple[int, int]]]:
+    bass = notes_table([(0, 40 + i, float(i), 1.0, 90, 33, 0) for i in range(3)])
+    return [(_melody(), 120.0, (4, 4)), (notes_table([]), 100.0, (4, 4)), (bass, 90.0, (3, 4))]
+
+
+def test_a_batch_renders_as_its_examples_would_one_by_one(no_fluidsynth: None) -> None:
+    batch = R.render_examples(_batch(), sample_rate=SR)
+    for (audio, name), (rows, tempo, ts) in zip(batch, _batch()):
+        alone, alone_name = R.render_notes_named(rows, tempo, ts, SR)
+        assert name == alone_name and np.array_equal(audio, alone)
+    assert batch[1][0].shape == (2, 0) and batch[1][1] == "nothing to render (no notes)"
+
+
+def test_a_failing_batch_run_falls_back_example_by_example(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    sf2 = tmp_path / "gm.sf2"
+    sf2.write_bytes(b"RIFF")
+    monkeypatch.setenv(R.SOUNDFONT_ENV, str(sf2))
+    monkeypatch.setattr(R, "find_fluidsynth", lambda: _fake_exe(tmp_path, "exit 3"))
+    names = [name for _, name in R.render_examples(_batch(), sample_rate=SR)]
+    assert names[0].startswith("additive fallback (fluidsynth failed: exit 3") and names[2] == names[0]
+
+
+def _envelope(x: np.ndarray, frame: int = 320) -> np.ndarray:
+    x = x[: len(x) // frame * frame]
+    return np.sqrt((x.reshape(-1, frame) ** 2).mean(axis=1))
+
+
+@pytest.mark.skipif(not _real_fluidsynth(), reason="no fluidsynth or no General MIDI soundfont here")
+def test_one_fluidsynth_run_for_a_batch_sounds_like_one_run_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(R.SOUNDFONT_ENV, raising=False)
+    batch = R.render_examples(_batch(), sample_rate=SR)
+    assert batch[1] == (batch[1][0], "nothing to render (no notes)") and batch[1][0].shape == (2, 0)
+    for (audio, name), (rows, tempo, ts) in zip(batch, _batch()):
+        if not len(rows):
+            continue
+        alone, alone_name = R.render_notes_named(rows, tempo, ts, SR)
+        assert name == alone_name and name.startswith("fluidsynth")
+        assert abs(audio.shape[1] - alone.shape[1]) < 0.1 * SR  # the same notes, ringing out the same
+        a, b = _envelope(audio.mean(0)), _envelope(alone.mean(0))
+        m = min(len(a), len(b))
+        assert np.corrcoef(a[:m], b[:m])[0, 1] > 0.9  # in time with each other

@@ -22,7 +22,7 @@ import soundfile as sf
 
 from ..errors import GoldenFileError
 from ..symbolic.notes import COL, NOTE_COLUMNS, per_example
-from ..symbolic.render import RENDER_RATE, render_notes_named
+from ..symbolic.render import RENDER_RATE, render_examples
 from .schema import Manifest, StageEntry
 
 __all__ = ["Rendering", "RENDER_GAP_SECONDS", "MAX_RENDERED_EXAMPLES", "is_notes_stage", "notes_examples",
@@ -85,18 +85,20 @@ def _signature(value: Any) -> tuple[int, int]:
 
 def render_stage(table: np.ndarray, meta: dict[str, Any], cache: dict[bytes, tuple[np.ndarray, str]],
                  sample_rate: int = RENDER_RATE) -> Rendering:
-    """Every example of a notes stage rendered (mono) and laid end to end; `cache` spares
-    rendering twice what two stages share (a decoded table equal to its source)."""
+    """Every example of a notes stage rendered (mono, in one FluidSynth run) and laid end to end;
+    `cache` spares rendering twice what two stages share (a decoded table equal to its source)."""
     examples = per_example(table, min(notes_examples(table, meta), MAX_RENDERED_EXAMPLES))
-    gap = int(round(RENDER_GAP_SECONDS * sample_rate))
-    parts, segments, names, at = [], [], [], 0
-    for i, rows in enumerate(examples):
-        tempo, ts = _tempo(_at(meta, "tempos", i, 120.0)), _signature(_at(meta, "time_signatures", i, (4, 4)))
-        key = np.ascontiguousarray(rows).tobytes() + np.array([tempo, *ts, sample_rate], np.float64).tobytes()
-        if key not in cache:
-            audio, name = render_notes_named(rows, tempo, ts, sample_rate)
+    wanted = [(rows, _tempo(_at(meta, "tempos", i, 120.0)), _signature(_at(meta, "time_signatures", i, (4, 4))))
+              for i, rows in enumerate(examples)]
+    keys = [np.ascontiguousarray(rows).tobytes() + np.array([tempo, *ts, sample_rate], np.float64).tobytes()
+            for rows, tempo, ts in wanted]
+    if any(k not in cache for k in keys):
+        for key, (audio, name) in zip(keys, render_examples(wanted, sample_rate)):
             cache[key] = (audio.mean(axis=0, dtype=np.float32)[None] if audio.size else np.zeros((1, 0), np.float32),
                           name)
+    gap = int(round(RENDER_GAP_SECONDS * sample_rate))
+    parts, segments, names, at = [], [], [], 0
+    for i, key in enumerate(keys):
         mono, name = cache[key]
         if i:
             parts.append(np.zeros((1, gap), np.float32))

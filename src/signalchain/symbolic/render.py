@@ -26,7 +26,8 @@ from ._synth import fallback_render, sanitize
 from .notes import COL, score_to_midi_bytes, to_score
 
 __all__ = ["RENDER_RATE", "SOUNDFONT_ENV", "SOUNDFONT_PATHS", "FLUIDSYNTH_TIMEOUT_S", "MAX_RENDER_SECONDS",
-           "find_soundfont", "find_fluidsynth", "render_notes", "render_notes_named", "renderer_name"]
+           "find_soundfont", "find_fluidsynth", "render_notes", "render_notes_named", "render_examples",
+           "renderer_name"]
 
 RENDER_RATE = 22050
 SOUNDFONT_ENV = "SIGNALCHAIN_SOUNDFONT"
@@ -93,27 +94,85 @@ def _fluidsynth(rows: np.ndarray, tempo: float, ts: Sequence[int], sample_rate: 
         return _read_wav16(out, sample_rate)
 
 
+_FAILURES = (OSError, ValueError, RuntimeError, EOFError, wave.Error, subprocess.SubprocessError)
+_EMPTY = "nothing to render (no notes)"
+
+
+def _prepare(rows: np.ndarray, tempo_bpm: float, time_signature: Sequence[int]) -> tuple[np.ndarray, float,
+                                                                                         tuple[int, ...]]:
+    tempo = float(tempo_bpm) if np.isfinite(tempo_bpm) and 1.0 <= float(tempo_bpm) <= 1000.0 else 120.0
+    ts = tuple(int(v) for v in time_signature) if len(time_signature) == 2 else (4, 4)
+    return sanitize(rows, tempo, MAX_RENDER_SECONDS), tempo, ts
+
+
+def _fluidsynth_or_why() -> tuple[str | None, Path | None, str]:
+    exe, (soundfont, why) = find_fluidsynth(), find_soundfont()
+    return exe, soundfont, "no fluidsynth on PATH" if exe is None else why
+
+
+def _name(exe: str, soundfont: Path) -> str:
+    version = _fluidsynth_version(exe)
+    return f"fluidsynth{' ' + version if version else ''} · {soundfont.name}"
+
+
+def _failed(exc: BaseException) -> str:
+    return f"fluidsynth {'timed out' if isinstance(exc, subprocess.TimeoutExpired) else 'failed'}: {str(exc)[:160]}"
+
+
 def render_notes_named(rows: np.ndarray, tempo_bpm: float = 120.0, time_signature: Sequence[int] = (4, 4),
                        sample_rate: int = RENDER_RATE) -> tuple[np.ndarray, str]:
     """The notes of one example as float32 stereo audio `[2, S]`, and the renderer that made it."""
-    tempo = float(tempo_bpm) if np.isfinite(tempo_bpm) and 1.0 <= float(tempo_bpm) <= 1000.0 else 120.0
-    ts = tuple(int(v) for v in time_signature) if len(time_signature) == 2 else (4, 4)
-    notes = sanitize(rows, tempo, MAX_RENDER_SECONDS)
+    notes, tempo, ts = _prepare(rows, tempo_bpm, time_signature)
     if not len(notes):
-        return np.zeros((2, 0), np.float32), "nothing to render (no notes)"
-    exe, (soundfont, why) = find_fluidsynth(), find_soundfont()
-    if exe is None:
-        why = "no fluidsynth on PATH"
+        return np.zeros((2, 0), np.float32), _EMPTY
+    exe, soundfont, why = _fluidsynth_or_why()
     if exe is not None and soundfont is not None:
         try:
-            audio = _trim_tail(_fluidsynth(notes, tempo, ts, int(sample_rate), exe, soundfont), notes, tempo,
-                               int(sample_rate))
-            version = _fluidsynth_version(exe)
-            return _stereo(audio), f"fluidsynth{' ' + version if version else ''} · {soundfont.name}"
-        except (OSError, ValueError, RuntimeError, EOFError, wave.Error, subprocess.SubprocessError) as exc:
-            kind = "timed out" if isinstance(exc, subprocess.TimeoutExpired) else "failed"
-            why = f"fluidsynth {kind}: {str(exc)[:160]}"
+            audio = _fluidsynth(notes, tempo, ts, int(sample_rate), exe, soundfont)
+            return _stereo(_trim_tail(audio, notes, tempo, int(sample_rate))), _name(exe, soundfont)
+        except _FAILURES as exc:
+            why = _failed(exc)
     return fallback_render(notes, tempo, int(sample_rate)), f"additive fallback ({why})"
+
+
+def render_examples(examples: Sequence[tuple[np.ndarray, float, Sequence[int]]],
+                    sample_rate: int = RENDER_RATE) -> list[tuple[np.ndarray, str]]:
+    """Several examples `(rows, tempo_bpm, time_signature)`, each as `render_notes_named` would
+    render it, in one FluidSynth run: its start (loading the soundfont) is most of what a short
+    example costs. The examples are laid one after another in seconds (each at its own tempo, with
+    room to ring out) and cut back out. Examples that use more instruments together than MIDI has
+    channels, or a run that fails, are rendered one by one."""
+    sr = int(sample_rate)
+    prepared = [_prepare(rows, tempo, ts) for rows, tempo, ts in examples]
+    exe, soundfont, _ = _fluidsynth_or_why()
+    keys = {(int(r[COL["program"]]), int(r[COL["drum"]])) for notes, _, _ in prepared for r in notes}
+    if exe is None or soundfont is None or len(keys) > 15 or sum(len(n) > 0 for n, _, _ in prepared) < 2:
+        return [render_notes_named(n, tempo, ts, sr) for n, tempo, ts in prepared]
+    rows, spans, at = [], [], 0.0  # in seconds: the combined file plays at 60 bpm, one beat a second
+    for notes, tempo, _ in prepared:
+        sec = notes.astype(np.float64)
+        sec[:, [COL["onset"], COL["duration"]]] *= 60.0 / tempo
+        length = float((sec[:, COL["onset"]] + sec[:, COL["duration"]]).max()) if len(sec) else 0.0
+        sec[:, COL["onset"]] += at
+        rows.append(sec)
+        spans.append((at, sec))
+        at += length + _TAIL_S + 1.0 if len(sec) else 0.0
+    try:
+        audio = _fluidsynth(np.concatenate(rows).astype(np.float32), 60.0, (4, 4), sr, exe, soundfont)
+    except _FAILURES:
+        return [render_notes_named(n, tempo, ts, sr) for n, tempo, ts in prepared]
+    name, out = _name(exe, soundfont), []
+    for start, sec in spans:
+        if not len(sec):
+            out.append((np.zeros((2, 0), np.float32), _EMPTY))
+            continue
+        lo = int(round(start * sr))
+        local = sec.copy()
+        local[:, COL["onset"]] -= start
+        length = float((local[:, COL["onset"]] + local[:, COL["duration"]]).max())
+        window = audio[:, lo : lo + int((length + _TAIL_S) * sr) + 1]  # the next example starts 1 s later
+        out.append((_stereo(_trim_tail(window, local, 60.0, sr)), name))
+    return out
 
 
 def render_notes(rows: np.ndarray, tempo_bpm: float = 120.0, time_signature: Sequence[int] = (4, 4),
