@@ -4,8 +4,9 @@ FluidSynth (the `fluidsynth` command) plays a Standard MIDI File written from th
 (`to_score`, `score_to_midi_bytes`) with the soundfont named by `SIGNALCHAIN_SOUNDFONT`, or Debian's
 (`fluid-soundfont-gm`). Where either is missing, or FluidSynth fails, `fallback_render` plays the
 notes itself (harmonic tones under an envelope, drums as filtered noise bursts), so that a player
-always has sound; `renderer_name()` says which one ran and why. A rendering is for the ear: nothing
-compares it, and a renderer's failure is never an error.
+always has sound; `renderer_name()` says which one ran and why. `render_examples` renders a batch
+in one FluidSynth run (its start, loading the soundfont, costs more than a short example). A
+rendering is for the ear: nothing compares it, and a renderer's failure is never an error.
 """
 
 from __future__ import annotations
