@@ -9,7 +9,7 @@ pytest.importorskip("music21")
 
 from signalchain.reference.symbolic import data  # noqa: E402
 
-FEW = data.PIECE_IDS[:1] + data.PIECE_IDS[-1:]  # a chorale and a 3/4 air: quick to parse
+FEW = data.PIECE_IDS[-1:]  # a short 3/4 air: quick to parse
 
 
 @pytest.fixture()
@@ -27,7 +27,7 @@ def test_pieces_are_parsed_cached_and_read_back(cache):
     again = data.load_pieces(FEW)
     assert [p.id for p in again] == [p.id for p in pieces]
     assert all(np.array_equal(a.notes, b.notes) and a.caption == b.caption for a, b in zip(pieces, again))
-    assert pieces[1].time_signature == (3, 4)
+    assert pieces[0].time_signature == (3, 4) and len(pieces[0].notes)
 
 
 def test_a_damaged_cache_is_rebuilt(cache):
