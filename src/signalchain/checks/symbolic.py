@@ -76,7 +76,7 @@ def _example(tally: _Tally, e: int, src: np.ndarray, dec: np.ndarray, vocab: Voc
     _, first = np.unique(keys, axis=0, return_index=True)
     src = src[np.sort(first)]
     used = np.zeros(len(dec), bool)
-    groups = {(int(p), int(d)) for p, d, in dec[:, [PROG, DRUM]]}
+    groups = {(0 if d else int(p), int(d)) for p, d, in dec[:, [PROG, DRUM]]}
     pitches = set(dec[:, P].astype(int).tolist())
     for n in src:
         pitch, drum = int(n[P]), bool(n[DRUM])
@@ -87,7 +87,7 @@ def _example(tally: _Tally, e: int, src: np.ndarray, dec: np.ndarray, vocab: Voc
             near = np.flatnonzero(~used & (dec[:, P] == n[P]))
             if rng is not None and not rng[0] <= pitch <= rng[1]:
                 tally.add("Pitch", e, {**what, "why": f"outside the vocabulary's range {rng[0]}-{rng[1]}"}, pitch)
-            elif dec.size and (int(n[PROG]), int(n[DRUM])) not in groups:
+            elif dec.size and (0 if drum else int(n[PROG]), int(n[DRUM])) not in groups:
                 tally.add("Program", e, {**what, "why": "its program/drum track is missing from the decoded notes"},
                           (int(n[PROG]), int(n[DRUM])))
             elif near.size:
@@ -99,7 +99,9 @@ def _example(tally: _Tally, e: int, src: np.ndarray, dec: np.ndarray, vocab: Voc
             else:
                 tally.add("Position", e, {**what, "why": "lost"})
             continue
-        j = int(cand[np.argmin(np.abs(dec[cand, ON] - n[ON]))])
+        # Same track first (two tracks may play one pitch at one onset), then the nearest onset.
+        other = (dec[cand, DRUM] != n[DRUM]) | ((n[DRUM] < 0.5) & (dec[cand, PROG] != n[PROG]))
+        j = int(cand[np.lexsort((np.abs(dec[cand, ON] - n[ON]), other))[0]])
         used[j] = True
         tally.matched += 1
         d = dec[j]
@@ -109,7 +111,7 @@ def _example(tally: _Tally, e: int, src: np.ndarray, dec: np.ndarray, vocab: Voc
                                       "decoded": round(float(d[DUR]), 4)})
         if vel_tol is not None and abs(float(d[VEL]) - float(n[VEL])) > vel_tol + EPS:
             tally.add("Velocity", e, {"pitch": pitch, "velocity": int(n[VEL]), "decoded": int(d[VEL])})
-        if int(d[PROG]) != int(n[PROG]) or int(d[DRUM]) != int(n[DRUM]):
+        if int(d[DRUM]) != int(n[DRUM]) or (not drum and int(d[PROG]) != int(n[PROG])):  # a drum's program is moot
             tally.add("Program", e, {"pitch": pitch, "program": int(n[PROG]), "drum": int(n[DRUM]),
                                      "decoded_program": int(d[PROG]), "decoded_drum": int(d[DRUM])},
                       (int(n[PROG]), int(n[DRUM])))
