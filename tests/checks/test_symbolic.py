@@ -111,3 +111,11 @@ def test_clean_round_trip_is_silent_for_any_notes(notes, ts, tempo):
 
 
 _TOK = tokenizer()
+
+
+def test_rows_cut_by_the_sequence_length_are_not_lost_notes():
+    t = symbolic_trace(clean_pieces(0), tok=_TOK, edit_ids=lambda s: [x[:60] for x in s])
+    assert judge_round_trip(t) == []
+    lost = symbolic_trace(clean_pieces(0), tok=_TOK, bos_eos=True,  # an EOS says the row was not cut
+                          edit_ids=lambda s: [x[:60] + [x[-1]] for x in s])
+    assert one(judge_round_trip(lost)).evidence["token_type"] == "Position"

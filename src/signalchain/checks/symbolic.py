@@ -41,6 +41,7 @@ class _Tally:
         self.examples: dict[str, list[dict[str, Any]]] = {}
         self.detail: dict[str, Counter[Any]] = {}
         self.matched = 0
+        self.truncated = 0  # source notes after the end of a token row that fills the sequence length
 
     def add(self, typ: str, example: int, what: dict[str, Any], key: Any = None) -> None:
         self.count[typ] += 1
@@ -65,9 +66,17 @@ def _tolerance(bins: np.ndarray, x: float, floor: float) -> float:
 
 
 def _example(tally: _Tally, e: int, src: np.ndarray, dec: np.ndarray, vocab: Vocab, ts: tuple[int, int],
-             ts_dec: tuple[int, int], vel_tol: float | None) -> int:
-    """Match one example's notes (pitch and onset); tally what disagrees; return the notes judged."""
+             ts_dec: tuple[int, int], vel_tol: float | None, cut: bool) -> int:
+    """Match one example's notes (pitch and onset); tally what disagrees; return the notes judged.
+
+    cut: the token row fills the sequence length (no padding after it), so the notes after the last
+    decoded onset were cut by the length, as the pipeline chose, not lost by the tokenizer.
+    """
     quantum = max(quarters_per_beat(ts), quarters_per_beat(ts_dec)) / vocab.resolution
+    if cut:
+        last = float(dec[:, ON].max()) if len(dec) else -np.inf
+        tally.truncated += int((src[:, ON] > last + quantum + EPS).sum())
+        src = src[src[:, ON] <= last + quantum + EPS]
     bins = _duration_bins(vocab, ts_dec)
     largest = float(bins[-1]) if bins.size else np.inf
     src = src[src[:, DUR] >= quantum - EPS]  # shorter than one position: the tokenizer may drop it
@@ -94,6 +103,8 @@ def _example(tally: _Tally, e: int, src: np.ndarray, dec: np.ndarray, vocab: Voc
                 tally.add("Position", e, {**what, "why": "the same pitch comes back at another onset",
                                           "nearest_onset": round(float(dec[near, ON][np.argmin(
                                               np.abs(dec[near, ON] - n[ON]))]), 4)})
+            elif len(dec) and n[ON] > dec[:, ON].max() + quantum:
+                tally.add("Position", e, {**what, "why": "after the last decoded note: the sequence ends early"})
             elif pitch not in pitches and len(dec):
                 tally.add("Pitch", e, {**what, "why": "this pitch never comes back"}, pitch)
             else:
@@ -191,8 +202,12 @@ def judge_round_trip(trace: Trace) -> list[Finding]:
     tally = _Tally()
     vel_tol = _velocity_tolerance(vocab, src)
     tss, tsd = meta_list(src_meta, "time_signatures", n), meta_list(dec_meta, "time_signatures", n)
+    ids = tok.ids.reshape(tok.ids.shape[0], -1)
+    full = [bool(e < len(ids) and (vocab.pad_id is None or ids[e, -1] != vocab.pad_id)
+                 and (vocab.eos_id is None or vocab.eos_id not in ids[e])) for e in range(n)]
     notes = sum(_example(tally, e, src[src[:, 0] == e], dec[dec[:, 0] == e], vocab, time_signature(tss[e]),
-                         time_signature(tsd[e] if tsd[e] is not None else tss[e]), vel_tol) for e in range(n))
+                         time_signature(tsd[e] if tsd[e] is not None else tss[e]), vel_tol, full[e])
+                for e in range(n))
     songs = _songs(tally, src_meta, dec_meta, vocab, n)
     note_types = ("Pitch", "Position", "Duration", "Velocity", "Program")
     blamed = [t for t, c in tally.count.most_common()
@@ -208,7 +223,7 @@ def judge_round_trip(trace: Trace) -> list[Finding]:
                  f"{name} -> tokens -> notes.decoded disagrees beyond the tokenizer's resolution ({per}; "
                  f"{notes} notes and {songs} pieces judged); token type responsible: {top}",
                  CHECK, hint=_hint(top, vocab, tally, mismatch), token_type=top, token_types=blamed, counts=counts,
-                 notes=notes, pieces=songs, source=name, vocabulary_mismatch=mismatch,
+                 notes=notes, pieces=songs, source=name, vocabulary_mismatch=mismatch, truncated=tally.truncated,
                  examples={t: tally.examples.get(t, []) for t in blamed}, resolution=vocab.resolution)]
 
 
