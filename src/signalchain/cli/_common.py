@@ -23,7 +23,8 @@ __all__ = ["DEFAULT_PIPELINE", "BUILTIN_PIPELINES", "common_options", "hf_option
 #: With no pipeline named, every command runs on the bundled reference pipeline (DESIGN §3).
 DEFAULT_PIPELINE = "signalchain.reference:ReferencePipeline"
 #: Short names for the bundled beds.
-BUILTIN_PIPELINES = {"reference": DEFAULT_PIPELINE, "hf-bed": "signalchain.reference.hf:HFBedPipeline"}
+BUILTIN_PIPELINES = {"reference": DEFAULT_PIPELINE, "hf-bed": "signalchain.reference.hf:HFBedPipeline",
+                     "symbolic-bed": "signalchain.reference.symbolic:SymbolicBedPipeline"}
 
 
 def hf_options(f: Callable[..., Any]) -> Callable[..., Any]:
