@@ -40,6 +40,8 @@ OPTIONAL = {
     "generate": "generate(model, batch, sampling) -> codes [B, K, T], audio [B, C, S], a dict or ModelOutput "
                 "holding them (tokens/codes/sequences, audio/audio_values, sample_rate), or a result with .codes",
     "decode": "decode(tokens) or decode(tokens, model) -> audio [B, C, S]",
+    "decode_notes": "decode_notes(tokens) -> notes table [N, 7] of token ids [B, T] (symbolic pipelines; "
+                    "columns signalchain.symbolic.NOTE_COLUMNS)",
     "sample_rate": "sample_rate: the rate of decoded audio",
     "training_examples": "training_examples() -> examples, for memorisation checks",
     "splits": "splits() -> datasets by split, for leakage checks",

@@ -8,6 +8,7 @@ from typing import Any
 from ...checks.data import DATA_CHECKS
 from ...checks.inputs import judge_target_leak
 from ...checks.loader import judge_loader
+from ...checks.symbolic import SYMBOLIC_CHECKS
 from ...checks.token_audio import judge_token_audio
 from ...checks.tokens import TOKEN_CHECKS
 from ...findings import Finding
@@ -44,7 +45,7 @@ def _show_token_audio(ta: dict[str, Any]) -> dict[str, Figure]:
 register(Family("data", "Data path: batch, crop, tokens, masks, targets, loader, token/audio agreement",
                 after=("audio",), knobs=KNOBS, steps=(
     Step("golden", measure=golden_trace, timing="", isolated=False,
-         judges=(trace_problems, *DATA_CHECKS, *TOKEN_CHECKS)),
+         judges=(trace_problems, *DATA_CHECKS, *TOKEN_CHECKS, *SYMBOLIC_CHECKS)),
     Step("model_inputs", say="data: what the model is fed", measure=measure_model_inputs,
          judges=(judge(judge_target_leak, "data.golden", SELF),)),
     Step("token_audio", say="data: tokens against audio", measure=measure_token_audio,

@@ -10,12 +10,14 @@ import numpy as np
 from ...audio.resample import resample
 from ...checks.base import make
 from ...checks.generation import judge_memorised, judge_sampler, judge_stop, judge_training, verdict
+from ...checks.symbolic_repetition import judge_note_repetition
 from ...findings import Finding
 from ...records.figures import Audio, Curves, Figure, Table, Text
 from ...records.generation import GenerationMeasurement, GenerationRun
 from ..context import Context, Knob
 from ..doctor import PRIOR, Family, Step, register
 from ..generation.measure import GenerationOutcome, measure_generation
+from ..generation.notes import measure_note_repetition
 
 __all__: list[str] = []
 
@@ -26,6 +28,7 @@ KNOBS = {
     "gen_data_batches": Knob(3, 4, 8, "loader batches measured for repetition-prone data"),
     "gen_sweep": Knob(False, True, True, "sweep sampling settings beyond the one-at-a-time resets"),
     "gen_examples": Knob(0, 0, 256, "training_examples() searched for a generated copy; 0: the loader's only (slow)"),
+    "gen_symbolic_tokens": Knob(128, 256, 512, "symbolic tokens generated per prompt for note-level repetition"),
 }
 
 
@@ -142,6 +145,9 @@ OUT = "generation.measure"
 register(Family("generation", "Repetition: sampler settings, stop condition, training data, positions, memorisation",
                 after=("conditioning",), needs=("generate",), needed_by="checks.generation", knobs=KNOBS, steps=(
     Step("measure", measure=measure_generation, isolated=False, judges=(_sampler, _stop, _training, _memorised)),
+    # Symbolic pipelines only (decode_notes, [B, T] token ids): repetition heard in the notes.
+    Step("notes", say="generation: repetition of decoded notes", measure=measure_note_repetition,
+         judges=(judge_note_repetition,)),
     # The pictures never sink the findings: a crash here is one finding, the judges' stay.
     Step("verdict", when=lambda ctx: ctx.result(OUT) is not None, measure=_verdict, reads=(OUT, PRIOR), timing="",
          judges=(generation_verdict,), show=_show),

@@ -1,0 +1,140 @@
+"""What the symbolic tokens keep of the music's information: velocities, durations, tempos and
+programs not collapsed to one value, and drums not transposed by a pitch-shift augmentation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..findings import Finding
+from ..symbolic.notes import COL
+from ..symbolic.vocab import quarters_per_beat
+from ..trace import Trace
+from ._symbolic import NOTES_STAGES, meta_list, notes_of, symbolic_tokens, time_signature
+from .base import make
+
+__all__ = ["judge_collapsed", "judge_drums_transposed", "CORE_KIT"]
+
+CHECK = "checks.symbolic"
+#: General MIDI's core kit: kicks, snare, closed/pedal/open hi-hat, crash, ride.
+CORE_KIT = (35, 36, 38, 40, 42, 44, 46, 49, 51)
+KIT_SHARE_LOW, KIT_SHARE_BACK = 0.5, 0.8
+MIN_DRUM_NOTES = 8
+MIN_PIECES_FOR_TEMPO = 4
+
+
+def _nearest_bins(x: np.ndarray, bins: np.ndarray) -> np.ndarray:
+    return np.argmin(np.abs(x[:, None] - bins[None, :]), axis=1) if bins.size and x.size else np.zeros(0, int)
+
+
+def _used(ids: np.ndarray, type_ids: np.ndarray) -> np.ndarray:
+    return np.unique(ids[np.isin(ids, type_ids)])
+
+
+def _collapsed_attribute(typ: str, ids: np.ndarray, vocab: Any, source: np.ndarray, src_meta: dict[str, Any],
+                         n: int) -> Finding | None:
+    type_ids = vocab.ids(typ)
+    bins = vocab.sorted_values(typ)
+    used = _used(ids, type_ids)
+    if bins.size < 2 or used.size != 1 or source.size == 0:
+        return None
+    if typ == "Velocity":
+        want = _nearest_bins(source[:, COL["velocity"]], bins)
+    else:  # durations in beats of each example's time signature, as the tokenizer counts them
+        qpb = np.array([quarters_per_beat(time_signature(t)) for t in meta_list(src_meta, "time_signatures", n)])
+        ex = np.clip(source[:, 0].astype(int), 0, max(n - 1, 0))
+        want = _nearest_bins(source[:, COL["duration"]] / qpb[ex], bins)
+    distinct = np.unique(want).size
+    if distinct < 2:
+        return None
+    token = vocab.tokens[int(used[0])]
+    knob = "num_velocities" if typ == "Velocity" else "beat_res"
+    return make("symbolic.collapsed", "error", "tokens",
+                f"every {typ} token of the batch is {token} while the vocabulary has {bins.size} {typ} bins and the "
+                f"source notes fall in {distinct} of them", CHECK,
+                hint=f"the {typ.lower()} is overwritten or quantised to one value between reading and tokenizing "
+                     f"(a default {typ.lower()} on every note, a {knob} of 1 in the tokenizer that cached the data)",
+                token_type=typ, token=token, vocab_bins=int(bins.size), source_bins=int(distinct))
+
+
+def _collapsed_programs(trace: Trace, ids: np.ndarray, vocab: Any, source: np.ndarray) -> Finding | None:
+    groups = {(int(p), int(d)) for p, d in source[:, [COL["program"], COL["drum"]]]}
+    if len(groups) < 2:
+        return None
+    seen: set[Any] = set()
+    if vocab.has("Program"):
+        nums = vocab.numbers("Program")
+        seen = {int(nums[int(i)]) for i in _used(ids, vocab.ids("Program")) if int(i) in nums}
+    dec = notes_of(trace, "notes.decoded")
+    if not seen and dec is not None and len(dec[0]):
+        seen = {(int(p), int(d)) for p, d in dec[0][:, [COL["program"], COL["drum"]]]}
+    if len(seen) != 1:
+        return None
+    return make("symbolic.collapsed", "error", "tokens",
+                f"the source holds {len(groups)} programs/drum tracks {sorted(groups)[:8]} but the tokens keep one: "
+                f"{sorted(seen)}", CHECK,
+                hint="tracks are merged or every note is given one program before tokenizing: keep each track's "
+                     "program (use_programs) and its drum flag",
+                token_type="Program", source_programs=[list(g) for g in sorted(groups)], kept=sorted(seen, key=str))
+
+
+def judge_collapsed(trace: Trace) -> list[Finding]:
+    """Velocity/duration tokens all one bin, every piece at one tempo, programs lost: information collapsed."""
+    tok = symbolic_tokens(trace)
+    got = notes_of(trace, "midi.source")
+    if tok is None or tok.vocab is None or got is None:
+        return []
+    source, meta = got
+    n = int(tok.ids.shape[0])
+    out: list[Finding] = []
+    for typ in ("Velocity", "Duration"):
+        f = _collapsed_attribute(typ, tok.ids, tok.vocab, source, meta, n)
+        if f is not None:
+            out.append(f)
+    f = _collapsed_programs(trace, tok.ids, tok.vocab, source)
+    if f is not None:
+        out.append(f)
+    tempos = [t for t in meta_list(meta, "tempos", n) if isinstance(t, (int, float))]
+    if len(tempos) >= MIN_PIECES_FOR_TEMPO and np.ptp(tempos) < 1e-3:
+        out.append(make("symbolic.collapsed", "warning", "midi.source",
+                        f"all {len(tempos)} pieces of the batch are at {tempos[0]:g} bpm", CHECK,
+                        hint="the tempo is not read from the files (a default of the reader, a tempo map dropped "
+                             "by a conversion): tempo captions and Tempo tokens then carry nothing",
+                        token_type="Tempo", tempo=float(tempos[0]), pieces=len(tempos)))
+    return out
+
+
+def _kit_share(pitches: np.ndarray, shift: int = 0) -> float:
+    return float(np.isin(pitches - shift, CORE_KIT).mean()) if pitches.size else 0.0
+
+
+def judge_drums_transposed(trace: Trace) -> list[Finding]:
+    """Drum notes off the GM kit that one shift of s semitones maps back onto it: a pitch shift applied to drums."""
+    if symbolic_tokens(trace) is None and all(notes_of(trace, s) is None for s in NOTES_STAGES[:2]):
+        return []
+    for stage in NOTES_STAGES:
+        got = notes_of(trace, stage)
+        if got is None:
+            continue
+        table = got[0]
+        drums = table[table[:, COL["drum"]] > 0.5]
+        pitches = drums[:, COL["pitch"]].astype(np.int64)
+        if pitches.size < MIN_DRUM_NOTES:
+            continue
+        share = _kit_share(pitches)
+        if share >= KIT_SHARE_LOW:
+            continue
+        shares = {s: _kit_share(pitches, s) for s in range(-12, 13) if s != 0}
+        best = max(shares, key=lambda s: shares[s])
+        if shares[best] < KIT_SHARE_BACK:
+            continue
+        examples = sorted({int(e) for e in drums[:, 0]})
+        return [make("symbolic.drums_transposed", "error", stage,
+                     f"{100 * share:.0f}% of the {pitches.size} drum notes of {stage} are on the GM kit's core "
+                     f"pieces; shifted back by {best:+d} semitones, {100 * shares[best]:.0f}% are", CHECK,
+                     hint="the pitch-shift augmentation transposes drum tracks too: drum pitches name instruments, "
+                          "not notes; skip tracks with is_drum (channel 10) when transposing",
+                     shift=int(best), share=share, share_shifted=shares[best], drum_notes=int(pitches.size),
+                     examples=examples[:8], pitches=sorted(set(pitches.tolist()))[:16])]
+    return []
