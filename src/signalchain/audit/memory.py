@@ -163,6 +163,7 @@ class ClipAudit:
     search: dict[str, float] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     has_audio: bool = True  # False: every record is metadata only (the audio judges were skipped)
+    note_matches: list[Any] = field(default_factory=list)  # symbolic splits: midi_search.NoteMatch pairs
 
     def by_hash(self) -> dict[str, list[int]]:
         """Exact (mono) audio hash → entry numbers, for matching what loaders yield."""

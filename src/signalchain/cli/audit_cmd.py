@@ -10,6 +10,8 @@ from rich.table import Table
 
 from ..audio.io import read_audio
 from ..audit.cache import default_cache_path
+from ..audit.midi_read import is_midi_dataset
+from ..audit.midi_run import midi_summary_rows, run_midi_audit
 from ..audit.run import AuditResult, run_audit
 from ..audit.run import Progress as AuditProgress
 from ..errors import SignalchainError, UsageError
@@ -58,6 +60,15 @@ def _summary(result: AuditResult) -> Table:
     return t
 
 
+def _midi_summary(result: AuditResult) -> Table:
+    t = Table(title="splits")
+    for col in ("split", "pieces", "readable", "notes"):
+        t.add_column(col)
+    for row in midi_summary_rows(result):
+        t.add_row(*row)
+    return t
+
+
 def _listen(result: AuditResult, pairs: int = 3, seconds: float = 8.0) -> list[dict[str, Any]]:
     """Clips of the first flagged pairs, for the HTML page (unreadable ones are skipped)."""
     out = []
@@ -99,7 +110,9 @@ def audit(paths: tuple[str, ...], splits: tuple[str, ...], workers: int, max_cap
     """Audit datasets (AudioCraft manifests, HF audiofolders, folders) and their splits, without a model.
 
     Each PATH is a manifest (.jsonl, .jsonl.gz) or a folder; a folder holding train/, valid/, test/
-    is audited as those splits. --split NAME=PATH names splits explicitly.
+    is audited as those splits. --split NAME=PATH names splits explicitly. A dataset of MIDI files
+    (.mid, .midi) gets the MIDI audit: unreadable and empty files, and duplicate, transposed,
+    tempo-changed or re-voiced copies across splits.
     """
     named = _parse_splits(splits)
     if not paths and not named:
@@ -109,6 +122,8 @@ def audit(paths: tuple[str, ...], splits: tuple[str, ...], workers: int, max_cap
     if max_caption_tokens is not None and max_caption_tokens < 1:
         raise UsageError(f"--max-caption-tokens must be ≥ 1, got {max_caption_tokens}")
     con = console()
+    if is_midi_dataset(paths, named):
+        return _midi(con, paths, named, workers, max_caption_tokens, stats_file, sampler_file, json_path, html_path)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console(stderr=True), transient=True) as bar:
         result = run_audit(paths, named, workers=workers, max_caption_tokens=max_caption_tokens,
@@ -121,3 +136,20 @@ def audit(paths: tuple[str, ...], splits: tuple[str, ...], workers: int, max_cap
                                                  files=result.files, search=result.search, cache=result.cache,
                                                  timings=result.timings),
                 html_path=html_path, page=lambda: render_audit(result.findings, result, _listen(result)))
+
+
+def _midi(con: Any, paths: tuple[str, ...], named: list[tuple[str, str]], workers: int, max_caption_tokens: int | None,
+          stats_file: str | None, sampler_file: str | None, json_path: str | None, html_path: str | None) -> int:
+    for flag, value in (("--stats", stats_file), ("--sampler", sampler_file)):
+        if value:
+            raise UsageError(f"{flag} applies to audio datasets; these are MIDI files")
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console(stderr=True), transient=True) as bar:
+        result = run_midi_audit(paths, named, workers=workers, max_caption_tokens=max_caption_tokens,
+                                progress=_Bar(bar))
+    done = f"{len(result.files)} MIDI files in {result.timings['total']:.1f} s"
+    title = f"audit · {len(result.files)} MIDI files"
+    return emit(con, result.findings, title=title, show=[_midi_summary(result), done],
+                json_path=json_path, fields=dict(sources=result.sources, splits=result.splits, matches=result.matches,
+                                                 files=result.files, search=result.search, timings=result.timings),
+                html_path=html_path, page=lambda: render_audit(result.findings, result, []))

@@ -2,10 +2,11 @@
 
 Observes three things a pipeline shows: the split lists (`splits()`: ids, copies, near-copies,
 overlapping windows, other versions; records with audio, HF `Audio` dicts, rows naming their file,
-or metadata only, when only ids and captions can be judged), the loaders (`loader(split)`: what
-each split really serves), and the taps of one step (a standardisation whose statistics can be
-recovered and compared with each split's). The file audit (`signalchain audit`) runs the same judges
-on datasets on disk.
+or metadata only, when only ids and captions can be judged; records carrying a piece's `notes`
+instead of audio are searched by note fingerprints: duplicates, transposed copies, other versions),
+the loaders (`loader(split)`: what each split really serves), and the taps of one step (a
+standardisation whose statistics can be recovered and compared with each split's). The file audit
+(`signalchain audit`) runs the same judges on datasets on disk.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from ...audio.fingerprint import audio_hash, mono
 from ...audit.judge_leaks import LoaderEvidence, judge_loaders, judge_norm_stats
 from ...audit.memory import ClipAudit, audit_clips, clip_fields
+from ...audit.midi_memory import audit_notes, has_notes
 from ...audit.taps import AudioTap, recover_standardisation
 from ...checks.base import make
 from ...findings import Finding
@@ -74,6 +76,13 @@ def _metrics(seen: tuple[ClipAudit, dict[str, list[Any]]]) -> dict[str, Figure]:
         rows.append([name, int(f["clips"]), round(seconds, 1), f"{f['mean']:.3g}", f"{f['std']:.3g}"])
     out: dict[str, Figure] = {"splits.sizes": Table("Splits as splits() lists them",
                                                     ["split", "clips", "seconds", "mean", "std"], rows)}
+    if audit.note_matches:
+        e = audit.entries
+        out["splits.matches"] = Table(
+            "The same piece on both sides of the split (by its notes)",
+            ["kind", "evaluation", "training", "similarity", "agreement", "shift", "tempo ratio"],
+            [[m.kind, e[m.a].ref, e[m.b].ref, f"{m.similarity:.3f}", f"{m.agreement:.2f}", f"{m.shift:+d}",
+              f"{m.tempo_ratio:.3f}"] for m in sorted(audit.note_matches, key=lambda m: -m.similarity)[:200]])
     flagged = sorted(audit.matches, key=lambda m: -m.similarity)[:200]
     if flagged:
         e = audit.entries
@@ -110,6 +119,8 @@ def _read(ctx: Context) -> dict[str, list[Any]]:
 
 
 def _audit(ctx: Context, splits: dict[str, list[Any]]) -> ClipAudit:
+    if has_notes(splits):  # a symbolic pipeline: pieces as notes tables, searched by note fingerprints
+        return audit_notes(splits, progress=lambda s: ctx.say(f"splits: {s}"))
     return audit_clips(splits, progress=lambda s: ctx.say(f"splits: {s}"))
 
 
