@@ -119,3 +119,12 @@ def test_rows_cut_by_the_sequence_length_are_not_lost_notes():
     lost = symbolic_trace(clean_pieces(0), tok=_TOK, bos_eos=True,  # an EOS says the row was not cut
                           edit_ids=lambda s: [x[:60] + [x[-1]] for x in s])
     assert one(judge_round_trip(lost)).evidence["token_type"] == "Position"
+
+
+def test_a_program_the_tokenizer_does_not_list_is_named():
+    import miditok
+
+    cfg = miditok.TokenizerConfig(use_tempos=True, use_time_signatures=True, use_programs=True, num_velocities=8,
+                                  special_tokens=["PAD", "BOS", "EOS"], programs=[-1, 0, 24, 33])
+    f = one(judge_round_trip(symbolic_trace(clean_pieces(0), tok=miditok.REMI(cfg))))  # 40 and 56 are dropped
+    assert f.evidence["token_type"] == "Program" and "programs list" in f.hint

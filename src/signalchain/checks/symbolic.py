@@ -87,6 +87,7 @@ def _example(tally: _Tally, e: int, src: np.ndarray, dec: np.ndarray, vocab: Voc
     used = np.zeros(len(dec), bool)
     groups = {(0 if d else int(p), int(d)) for p, d, in dec[:, [PROG, DRUM]]}
     pitches = set(dec[:, P].astype(int).tolist())
+    programs = {int(v) for v in vocab.numbers("Program").values()}
     for n in src:
         pitch, drum = int(n[P]), bool(n[DRUM])
         cand = np.flatnonzero(~used & (dec[:, P] == n[P]) & (np.abs(dec[:, ON] - n[ON]) <= quantum + EPS))
@@ -96,6 +97,9 @@ def _example(tally: _Tally, e: int, src: np.ndarray, dec: np.ndarray, vocab: Voc
             near = np.flatnonzero(~used & (dec[:, P] == n[P]))
             if rng is not None and not rng[0] <= pitch <= rng[1]:
                 tally.add("Pitch", e, {**what, "why": f"outside the vocabulary's range {rng[0]}-{rng[1]}"}, pitch)
+            elif not drum and programs and int(n[PROG]) not in programs:
+                tally.add("Program", e, {**what, "why": "its program is not in the vocabulary"},
+                          (int(n[PROG]), int(n[DRUM])))
             elif dec.size and (0 if drum else int(n[PROG]), int(n[DRUM])) not in groups:
                 tally.add("Program", e, {**what, "why": "its program/drum track is missing from the decoded notes"},
                           (int(n[PROG]), int(n[DRUM])))
@@ -161,8 +165,9 @@ def _hint(typ: str, vocab: Vocab, tally: _Tally, mismatch: bool) -> str:
                     if not vocab.has("TimeSig") else "these time signatures are not in the vocabulary: widen "
                     "time_signature_range"),
         "Program": ("the tokenizer was built without use_programs: tracks beyond the first are lost or merged"
-                    if not vocab.has("Program") else "programs or drum flags change: check the Program ids and "
-                    "one_token_stream_for_programs"),
+                    if not vocab.has("Program") else
+                    f"programs {sorted(tally.detail.get('Program', {}))[:8]} (program, drum) are lost or changed: "
+                    "check the tokenizer's programs list, the Program ids and one_token_stream_for_programs"),
     }
     head = ("most notes do not survive: the vocabulary at training differs from the one the cache was made with "
             "(or the tokens are decoded by another tokenizer): re-tokenize with the training tokenizer; then: "
