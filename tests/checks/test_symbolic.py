@@ -143,3 +143,11 @@ def test_every_symbolic_judge_is_silent_on_clean_batches(seeds, which, bos_eos):
                            bars=3) for i, s in enumerate(seeds)]
     t = symbolic_trace(pieces, tok=_TOKENIZERS[which], bos_eos=bos_eos)
     assert all_findings(t) == []
+
+
+def test_a_decoder_that_returns_no_tempo_or_meter_lost_them():
+    t = symbolic_trace(clean_pieces(0), tok=tokenizer(tempos=False, time_signatures=False))
+    dec = t["notes.decoded"].meta
+    dec["tempos"], dec["time_signatures"] = [None] * 4, [None] * 4  # a decoder that says nothing it did not read
+    f = one(judge_round_trip(t))
+    assert set(f.evidence["token_types"]) == {"Tempo", "TimeSig"}
