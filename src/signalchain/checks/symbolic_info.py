@@ -21,6 +21,7 @@ CHECK = "checks.symbolic"
 CORE_KIT = (35, 36, 38, 40, 42, 44, 46, 49, 51)
 KIT_SHARE_LOW, KIT_SHARE_BACK = 0.5, 0.8
 MIN_DRUM_NOTES = 8
+MIN_EXAMPLE_DRUM_NOTES = 4  # one example's drum notes (a bar of kick, snare and hats holds 6-8)
 MIN_PIECES_FOR_TEMPO = 4
 
 
@@ -123,8 +124,21 @@ def _kit_share(pitches: np.ndarray, shift: int = 0) -> float:
     return float(np.isin(pitches - shift, CORE_KIT).mean()) if pitches.size else 0.0
 
 
+def _shifted_back(pitches: np.ndarray) -> tuple[float, int, float] | None:
+    """(share on the kit, best shift back, share after it) when the drums look shifted, else None."""
+    share = _kit_share(pitches)
+    if share >= KIT_SHARE_LOW:
+        return None
+    shares = {s: _kit_share(pitches, s) for s in range(-12, 13) if s != 0}
+    best = max(shares, key=lambda s: (shares[s], -abs(s)))  # of equal shares, the smallest shift
+    return (share, best, shares[best]) if shares[best] >= KIT_SHARE_BACK else None
+
+
 def judge_drums_transposed(trace: Trace) -> list[Finding]:
-    """Drum notes off the GM kit that one shift of s semitones maps back onto it: a pitch shift applied to drums."""
+    """Drum notes off the GM kit that one shift of s semitones maps back onto it: a pitch shift applied to drums.
+
+    An augmentation draws its shift per example, so each example is judged on its own as well as the
+    batch as a whole (a +2 on one example keeps the kit, a -1 on another does not)."""
     if symbolic_tokens(trace) is None and all(notes_of(trace, s) is None for s in NOTES_STAGES[:2]):
         return []
     for stage in NOTES_STAGES:
@@ -134,21 +148,21 @@ def judge_drums_transposed(trace: Trace) -> list[Finding]:
         table = got[0]
         drums = table[table[:, COL["drum"]] > 0.5]
         pitches = drums[:, COL["pitch"]].astype(np.int64)
-        if pitches.size < MIN_DRUM_NOTES:
+        groups = [(None, pitches)] if pitches.size >= MIN_DRUM_NOTES else []
+        groups += [(int(e), pitches[drums[:, 0] == e]) for e in np.unique(drums[:, 0])
+                   if (drums[:, 0] == e).sum() >= MIN_EXAMPLE_DRUM_NOTES]
+        shifted = [(e, g, found) for e, g in groups if (found := _shifted_back(g)) is not None]
+        if not shifted:
             continue
-        share = _kit_share(pitches)
-        if share >= KIT_SHARE_LOW:
-            continue
-        shares = {s: _kit_share(pitches, s) for s in range(-12, 13) if s != 0}
-        best = max(shares, key=lambda s: shares[s])
-        if shares[best] < KIT_SHARE_BACK:
-            continue
-        examples = sorted({int(e) for e in drums[:, 0]})
+        example, group, (share, best, back) = shifted[0]
+        where = f"the {group.size} drum notes of {stage}" if example is None else \
+            f"the {group.size} drum notes of example {example} of {stage}"
+        examples = sorted({e for e, _, _ in shifted if e is not None}) or sorted({int(e) for e in drums[:, 0]})
         return [make("symbolic.drums_transposed", "error", stage,
-                     f"{100 * share:.0f}% of the {pitches.size} drum notes of {stage} are on the GM kit's core "
-                     f"pieces; shifted back by {best:+d} semitones, {100 * shares[best]:.0f}% are", CHECK,
+                     f"{100 * share:.0f}% of {where} are on the GM kit's core pieces; shifted back by {best:+d} "
+                     f"semitones, {100 * back:.0f}% are", CHECK,
                      hint="the pitch-shift augmentation transposes drum tracks too: drum pitches name instruments, "
                           "not notes; skip tracks with is_drum (channel 10) when transposing",
-                     shift=int(best), share=share, share_shifted=shares[best], drum_notes=int(pitches.size),
-                     examples=examples[:8], pitches=sorted(set(pitches.tolist()))[:16])]
+                     shift=int(best), share=share, share_shifted=back, drum_notes=int(group.size),
+                     examples=examples[:8], pitches=sorted(set(group.tolist()))[:16])]
     return []

@@ -44,14 +44,16 @@ class Fault:
 CATALOGUE: dict[str, Fault] = {}
 
 
-def fault_decorator(table: dict[str, Fault]) -> Callable[..., Callable[[Callable[[Any], None]], Callable[[Any], None]]]:
-    """A `@fault(...)` decorator that registers into `table` (each bed keeps its own catalogue)."""
+def fault_decorator(table: dict[str, Fault], families: Sequence[str] = FAMILIES
+                    ) -> Callable[..., Callable[[Callable[[Any], None]], Callable[[Any], None]]]:
+    """A `@fault(...)` decorator that registers into `table` (each bed keeps its own catalogue), for
+    faults of `families` (the method's; a bed may add its own, as the symbolic bed adds `symbolic`)."""
 
     def fault(name: str, family: str, cause: str, section: str, ids: Sequence[str], stage: str,
               symptom: str | None = None) -> Callable[[Callable[[Any], None]], Callable[[Any], None]]:
         """Register the decorated function as the injector of fault `name`."""
-        if family not in FAMILIES:
-            raise ValueError(f"fault {name!r}: unknown family {family!r}; allowed: {', '.join(FAMILIES)}")
+        if family not in families:
+            raise ValueError(f"fault {name!r}: unknown family {family!r}; allowed: {', '.join(families)}")
 
         def deco(fn: Callable[[Any], None]) -> Callable[[Any], None]:
             if name in table:

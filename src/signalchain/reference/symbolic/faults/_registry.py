@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ...faults._registry import FAMILIES as METHOD_FAMILIES
 from ...faults._registry import Fault, fault_decorator, lookup, patch_model
 
-__all__ = ["CATALOGUE", "fault", "apply_faults", "get_fault", "catalogue", "patch_model"]
+__all__ = ["CATALOGUE", "FAMILIES", "fault", "apply_faults", "get_fault", "catalogue", "patch_model"]
 
+#: The method's families, and the bed's own: what a tokenizer, a crop or an augmentation does to the notes.
+FAMILIES = (*METHOD_FAMILIES, "symbolic")
 CATALOGUE: dict[str, Fault] = {}
-fault = fault_decorator(CATALOGUE)
+fault = fault_decorator(CATALOGUE, FAMILIES)
 
 
 def get_fault(name: str) -> Fault:
