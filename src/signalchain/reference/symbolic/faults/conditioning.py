@@ -36,7 +36,8 @@ def _captions_joined_by_row_order(p: SymbolicBedPipeline) -> None:
 
 
 @fault("dropout_rate_in_percent", "conditioning",
-       "condition dropout removes the caption far more often than configured", SECTION, ["condition.dropout_rate", "caption.empty"], "condition.dropped", symptom="ignores-caption")
+       "condition dropout removes the caption far more often than configured", SECTION,
+       ["condition.dropout_rate", "caption.empty"], "condition.dropped", symptom="ignores-caption")
 def _dropout_rate_in_percent(p: SymbolicBedPipeline) -> None:
     # Bug: the run sheet gives the classifier-free dropout in percent (`cond_dropout: 10`) and the
     # code compares `rng.random() < 10`: always true, every caption becomes the null caption.
