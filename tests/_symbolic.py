@@ -100,12 +100,14 @@ def stack(tables: Sequence[np.ndarray]) -> np.ndarray:
 def symbolic_trace(pieces: Sequence[Piece], tok: Any = None, decoder: Any = None,
                    augment: Callable[[np.ndarray], np.ndarray] | None = None,
                    edit_ids: Callable[[list[list[int]]], list[list[int]]] | None = None,
-                   meta_tok: Any = None, bos_eos: bool = False, decoded: bool = True):
+                   meta_tok: Any = None, bos_eos: bool = False, decoded: bool = True,
+                   hidden: Callable[[np.ndarray], np.ndarray] | None = None):
     """A recorded step of a symbolic pipeline on `pieces`.
 
     tok: the tokenizer that encodes; decoder: the one that decodes (default tok); meta_tok: the one
     whose vocabulary the tap names (default decoder); augment: the notes after augmentation (a table
-    of the batch -> a table); edit_ids: the id lists before padding -> edited lists.
+    of the batch -> a table); edit_ids: the id lists before padding -> edited lists; hidden: a change
+    to the notes after the last notes tap, before encoding (a bug no notes tap shows).
     """
     tok = tok or tokenizer()
     decoder = decoder or tok
@@ -114,6 +116,7 @@ def symbolic_trace(pieces: Sequence[Piece], tok: Any = None, decoder: Any = None
     tempos, tss = [p[1] for p in pieces], [list(p[2]) for p in pieces]
     augmented = augment(source.copy()) if augment is not None else None
     used = augmented if augmented is not None else source
+    used = hidden(used.copy()) if hidden is not None else used
     by_ex = [used[used[:, 0] == i] for i in range(len(pieces))]
     ids = [encode(tok, (rows, p[1], p[2])) for rows, p in zip(by_ex, pieces)]
     if bos_eos:
@@ -143,3 +146,10 @@ def clean_pieces(seed: int = 0, n: int = 4) -> list[Piece]:
               ((4, 4), 150.0, (33, 0, 56), True)]
     return [random_piece(rng, ts, tempo, programs, drums) for ts, tempo, programs, drums in
             (shapes[i % len(shapes)] for i in range(n))]
+
+
+def make_trace_tokens(tokens: np.ndarray, meta: dict[str, Any]):
+    """A trace holding only `tokens` with this meta."""
+    with record(values=True) as t:
+        tap("tokens", tokens, **meta)
+    return t

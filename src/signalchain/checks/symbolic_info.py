@@ -33,51 +33,65 @@ def _used(ids: np.ndarray, type_ids: np.ndarray) -> np.ndarray:
     return np.unique(ids[np.isin(ids, type_ids)])
 
 
+def _source_bins(typ: str, rows: np.ndarray, bins: np.ndarray, ts: Any) -> np.ndarray:
+    """The bins the source notes of one example fall in (durations in beats of its time signature)."""
+    if typ == "Velocity":
+        return _nearest_bins(rows[:, COL["velocity"]], bins)
+    return _nearest_bins(rows[:, COL["duration"]] / quarters_per_beat(time_signature(ts)), bins)
+
+
 def _collapsed_attribute(typ: str, ids: np.ndarray, vocab: Any, source: np.ndarray, src_meta: dict[str, Any],
                          n: int) -> Finding | None:
-    type_ids = vocab.ids(typ)
-    bins = vocab.sorted_values(typ)
-    used = _used(ids, type_ids)
-    if bins.size < 2 or used.size != 1 or source.size == 0:
+    """Every example whose source spans several bins of `typ` has one `typ` token only."""
+    type_ids, bins = vocab.ids(typ), vocab.sorted_values(typ)
+    if bins.size < 2:
         return None
-    if typ == "Velocity":
-        want = _nearest_bins(source[:, COL["velocity"]], bins)
-    else:  # durations in beats of each example's time signature, as the tokenizer counts them
-        qpb = np.array([quarters_per_beat(time_signature(t)) for t in meta_list(src_meta, "time_signatures", n)])
-        ex = np.clip(source[:, 0].astype(int), 0, max(n - 1, 0))
-        want = _nearest_bins(source[:, COL["duration"]] / qpb[ex], bins)
-    distinct = np.unique(want).size
-    if distinct < 2:
+    judged, collapsed, distinct = [], [], []
+    for b, ts in enumerate(meta_list(src_meta, "time_signatures", n)):
+        want = np.unique(_source_bins(typ, source[source[:, 0] == b], bins, ts))
+        if want.size < 2:
+            continue
+        judged.append(b)
+        used = _used(ids[b], type_ids)
+        if used.size == 1:
+            collapsed.append(b)
+            distinct.append(int(want.size))
+    if not judged or len(collapsed) < len(judged):
         return None
-    token = vocab.tokens[int(used[0])]
+    tokens = sorted({vocab.tokens[int(i)] for b in collapsed for i in _used(ids[b], type_ids)})
     knob = "num_velocities" if typ == "Velocity" else "beat_res"
     return make("symbolic.collapsed", "error", "tokens",
-                f"every {typ} token of the batch is {token} while the vocabulary has {bins.size} {typ} bins and the "
-                f"source notes fall in {distinct} of them", CHECK,
+                f"each of the {len(judged)} examples uses a single {typ} token ({', '.join(tokens[:4])}) while the "
+                f"vocabulary has {bins.size} {typ} bins and their source notes fall in {min(distinct)}-"
+                f"{max(distinct)} of them", CHECK,
                 hint=f"the {typ.lower()} is overwritten or quantised to one value between reading and tokenizing "
                      f"(a default {typ.lower()} on every note, a {knob} of 1 in the tokenizer that cached the data)",
-                token_type=typ, token=token, vocab_bins=int(bins.size), source_bins=int(distinct))
+                token_type=typ, tokens=tokens, vocab_bins=int(bins.size), source_bins=int(min(distinct)),
+                examples=collapsed)
 
 
 def _collapsed_programs(trace: Trace, ids: np.ndarray, vocab: Any, source: np.ndarray) -> Finding | None:
-    groups = {(int(p), int(d)) for p, d in source[:, [COL["program"], COL["drum"]]]}
-    if len(groups) < 2:
+    """Several melodic programs in the source, one left in the tokens (or the decoded notes). Drums
+    (their own flag, miditok's Program_-1) are counted apart."""
+    melodic = source[source[:, COL["drum"]] < 0.5]
+    programs = sorted({int(p) for p in melodic[:, COL["program"]]})
+    if len(programs) < 2:
         return None
-    seen: set[Any] = set()
+    seen: set[int] = set()
     if vocab.has("Program"):
         nums = vocab.numbers("Program")
-        seen = {int(nums[int(i)]) for i in _used(ids, vocab.ids("Program")) if int(i) in nums}
+        seen = {int(nums[int(i)]) for i in _used(ids, vocab.ids("Program")) if int(i) in nums} - {-1}
     dec = notes_of(trace, "notes.decoded")
     if not seen and dec is not None and len(dec[0]):
-        seen = {(int(p), int(d)) for p, d in dec[0][:, [COL["program"], COL["drum"]]]}
+        kept = dec[0][dec[0][:, COL["drum"]] < 0.5]
+        seen = {int(p) for p in kept[:, COL["program"]]}
     if len(seen) != 1:
         return None
     return make("symbolic.collapsed", "error", "tokens",
-                f"the source holds {len(groups)} programs/drum tracks {sorted(groups)[:8]} but the tokens keep one: "
-                f"{sorted(seen)}", CHECK,
-                hint="tracks are merged or every note is given one program before tokenizing: keep each track's "
-                     "program (use_programs) and its drum flag",
-                token_type="Program", source_programs=[list(g) for g in sorted(groups)], kept=sorted(seen, key=str))
+                f"the source holds {len(programs)} programs {programs[:8]} but the tokens keep one: {sorted(seen)}",
+                CHECK, hint="tracks are merged or every note is given one program before tokenizing: keep each "
+                            "track's program (use_programs) and its drum flag",
+                token_type="Program", source_programs=programs, kept=sorted(seen))
 
 
 def judge_collapsed(trace: Trace) -> list[Finding]:

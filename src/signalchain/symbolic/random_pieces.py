@@ -27,17 +27,23 @@ def _scale_pitches(root: int, scale: np.ndarray, lo: int, hi: int) -> np.ndarray
     return np.array([p for p in range(lo, hi + 1) if (p - root) % 12 in scale])
 
 
+_STEPS = np.array([-3, -2, -1, -1, 0, 1, 1, 2, 3, 4])
+_DEGREES = np.array([0, 3, 4, 5, 1, 0, 4])
+
+
 def _melody(rng: np.random.Generator, root: int, scale: np.ndarray, bars: int, program: int,
             lo: int = 67, hi: int = 88) -> list[tuple[float, ...]]:
-    pitches = _scale_pitches(root, scale, lo, hi)
-    i = int(rng.integers(len(pitches) // 4, 3 * len(pitches) // 4))
-    out = []
-    for bar in range(bars):
+    pitches = _scale_pitches(root, scale, lo, hi).tolist()
+    i, top = int(rng.integers(len(pitches) // 4, 3 * len(pitches) // 4)), len(pitches) - 1
+    most = bars * max(map(len, _RHYTHMS))
+    steps, velocities = _STEPS[rng.integers(len(_STEPS), size=most)].tolist(), rng.integers(60, 110, most).tolist()
+    out, n = [], 0
+    for bar, r in enumerate(rng.integers(len(_RHYTHMS), size=bars).tolist()):
         t = 4.0 * bar
-        for d in _RHYTHMS[int(rng.integers(len(_RHYTHMS)))]:
-            i = int(np.clip(i + rng.choice([-3, -2, -1, -1, 0, 1, 1, 2, 3, 4]), 0, len(pitches) - 1))
-            out.append((0, pitches[i], t, d * 0.9, int(rng.integers(60, 110)), program, 0))
-            t += d
+        for d in _RHYTHMS[r]:
+            i = min(max(i + steps[n], 0), top)
+            out.append((0, pitches[i], t, d * 0.9, velocities[n], program, 0))
+            n, t = n + 1, t + d
     return out
 
 
@@ -48,9 +54,8 @@ def random_piece(rng: np.random.Generator, bars: int | None = None) -> tuple[np.
     rows = _melody(rng, root, scale, bars, int(rng.choice(MELODY_PROGRAMS)))
     comp = _COMPING[int(rng.integers(len(_COMPING)))]
     chord_program, bass_program = int(rng.choice(CHORD_PROGRAMS)), int(rng.choice(BASS_PROGRAMS))
-    for bar in range(bars):
-        degree = int(rng.choice([0, 3, 4, 5, 1, 0, 4]))
-        tones = [root + scale[(degree + k) % 7] + 12 * ((degree + k) // 7) for k in (0, 2, 4)]
+    for bar, degree in enumerate(_DEGREES[rng.integers(len(_DEGREES), size=bars)].tolist()):
+        tones = [root + int(scale[(degree + k) % 7]) + 12 * ((degree + k) // 7) for k in (0, 2, 4)]
         for t in comp:
             for p in tones:
                 rows.append((0, 54 + (p - 6) % 12, 4.0 * bar + t, 0.9, 70, chord_program, 0))  # 54-65

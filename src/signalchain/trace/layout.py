@@ -195,6 +195,9 @@ def read_layout(trace: Any) -> StepView:
     """The canonical view of `trace` (recorded with values)."""
     v = StepView()
     tokens = _value(trace, "tokens")
+    rec = trace.get("tokens")
+    if tokens is not None and tokens.ndim == 2 and rec is not None and rec.meta.get("kind") == "symbolic":
+        tokens = tokens[:, None, :]  # symbolic ids [B, T]: one token stream, K = 1
     if tokens is not None and tokens.ndim != 3:
         tokens = None
     v.tokens = tokens
@@ -204,9 +207,6 @@ def read_layout(trace: Any) -> StepView:
     v.codebooks = int(tokens.shape[1]) if tokens is not None else (lshape[1] if lshape and len(lshape) == 4 else None)
     if v.codebooks is None and lshape and len(lshape) == 3 and tshape and len(tshape) == 3 and v.batch:
         v.codebooks = lshape[0] // v.batch if lshape[0] % v.batch == 0 else None
-    rec = trace.get("tokens")
-    if v.codebooks is None and rec is not None and rec.meta.get("kind") == "symbolic":
-        v.codebooks = 1  # symbolic ids [B, T]: one stream, read as [B, 1, T] (logits [B, T, V])
     b, k = v.batch, v.codebooks
     if lshape:
         order = logits_order(lshape, b, k)

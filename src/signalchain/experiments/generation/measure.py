@@ -110,7 +110,8 @@ class _Session:
         r, trace, result = generate_once(self.p, self.model, self.prompts, label, overrides,
                                          self.seed if seed is None else seed, self.frames, self.frame_rate)
         t = trace.get("generation.tokens") if trace is not None else None
-        self.codes[label] = np.asarray(t.value) if t is not None and t.value is not None else codes_of(result)
+        # a tapped [B, T] (one token stream: symbolic ids) reads as [B, 1, T], like a returned one
+        self.codes[label] = codes_of(t.value) if t is not None and t.value is not None else codes_of(result)
         if self.codes[label] is None:
             got = read_generated(result, self.out.sample_rate)
             if got.audio is not None:

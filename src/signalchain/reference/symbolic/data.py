@@ -36,7 +36,7 @@ _BACH = ["bwv1.6", "bwv10.7", "bwv101.7", "bwv102.7", "bwv103.6", "bwv104.6", "b
          "bwv119.9", "bwv120.6", "bwv121.6", "bwv122.6", "bwv144.6", "bwv124.6", "bwv125.6", "bwv126.6",
          "bwv127.5", "bwv128.5", "bwv13.6", "bwv130.6", "bwv133.6", "bwv135.6", "bwv136.6", "bwv137.5",
          "bwv139.6", "bwv14.5", "bwv140.7", "bwv144.3"]
-_JIGS = ["BagOfMealThe", "BanishMisfortune", "BannocksOBarleyMealJig", "BattleTheCashJig",
+_JIGS = ["BagOfMealThe", "BottleOfBrandyJig", "BannocksOBarleyMealJig", "BattleTheCashJig",
          "BelleOfTheKitchenJig", "BillyORourkesJig", "BillyPattersonsFavoriteJig",
          "BillyTheBarberShavedHisFatherJig", "BlivensFavoriteJig", "BloomingMeadowsJig", "BobbingForEelsJig",
          "BossJig"]

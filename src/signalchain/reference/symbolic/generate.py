@@ -15,7 +15,7 @@ from torch import Tensor
 
 from .model import SymbolicLM
 
-__all__ = ["Sampling", "sample_next", "generate_ids"]
+__all__ = ["Sampling", "Generated", "sample_next", "generate_ids"]
 
 
 @dataclass
@@ -57,29 +57,45 @@ def sample_next(logits: Tensor, s: Sampling, generator: torch.Generator) -> Tens
     return torch.multinomial(scores.softmax(dim=-1), 1, generator=generator).squeeze(-1)
 
 
+@dataclass
+class Generated:
+    ids: Tensor  # [B, 1 + n]: BOS, then the sampled ids; PAD after each row's EOS
+    logits: Tensor  # [B, 1 + n, V] what the sampler saw (after guidance); NaN at BOS and after EOS
+    cond_logits: Tensor | None  # the caption rows' logits when guided, else None
+    uncond_logits: Tensor | None  # the null-caption rows'
+
+
 @torch.no_grad()
 def generate_ids(model: SymbolicLM, memory: Tensor, memory_mask: Tensor, null_memory: Tensor,
-                 null_mask: Tensor, s: Sampling, bos: int, eos: int, pad: int) -> tuple[Tensor, Tensor, int]:
-    """-> ids [B, 1 + n] (BOS first; PAD after each row's EOS), the guided logits [B, n, V], n generated."""
+                 null_mask: Tensor, s: Sampling, bos: int, eos: int, pad: int) -> Generated:
     B = memory.shape[0]
     steps = min(s.max_frames, model.config.max_len - 1)
     ids = torch.full((B, 1), bos, dtype=torch.long)
     done = torch.zeros(B, dtype=torch.bool)
     gen = torch.Generator().manual_seed(int(s.seed))
     guided = s.cfg_coef != 1.0
-    seen = []
+    seen: list[Tensor] = []
+    conds: list[Tensor] = []
+    unconds: list[Tensor] = []
     for _ in range(steps):
         if guided:
             both = model(ids.repeat(2, 1), None, torch.cat([memory, null_memory]), torch.cat([memory_mask, null_mask]))
             cond, uncond = both[:B, -1], both[B:, -1]
             logits = uncond + s.cfg_coef * (cond - uncond)
+            conds.append(cond.masked_fill(done[:, None], float("nan")))
+            unconds.append(uncond.masked_fill(done[:, None], float("nan")))
         else:
             logits = model(ids, None, memory, memory_mask)[:, -1]
-        seen.append(logits)
+        seen.append(logits.masked_fill(done[:, None], float("nan")))
         nxt = sample_next(logits, s, gen)
         nxt = torch.where(done, torch.full_like(nxt, pad), nxt)
         ids = torch.cat([ids, nxt[:, None]], dim=1)
         done |= nxt == eos
         if bool(done.all()):
             break
-    return ids, torch.stack(seen, dim=1), ids.shape[1] - 1
+
+    def aligned(rows: list[Tensor]) -> Tensor:
+        first = torch.full_like(rows[0], float("nan"))  # nothing is sampled at BOS
+        return torch.stack([first, *rows], dim=1)
+
+    return Generated(ids, aligned(seen), aligned(conds) if guided else None, aligned(unconds) if guided else None)

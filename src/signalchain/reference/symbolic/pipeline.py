@@ -90,6 +90,7 @@ class SymbolicBedPipeline:
         self.lr = self.cfg.lr
         self.cond_dropout = self.cfg.cond_dropout
         self.sampling = dict(self.cfg.sampling)
+        self._decode_cache: dict[tuple[int, ...], Any] = {}
         self.words = WordVocab([p.caption for p in self.pieces()], self.cfg.word_max_len)
         if self.faults:
             from .faults import apply_faults
@@ -238,6 +239,16 @@ class SymbolicBedPipeline:
         rows = [np.concatenate([np.full((len(t), 1), i, np.float32), t[:, 1:]], axis=1) for i, t in enumerate(tables)]
         return notes_table(np.concatenate(rows)) if rows else notes_table([])
 
+    def _decoded(self, ids: Sequence[int]) -> tuple[np.ndarray, float | None, list[int] | None]:
+        """What the tokenizer makes of `ids` (notes, first tempo, first time signature), memoised."""
+        key = tuple(ids)
+        if key not in self._decode_cache:
+            if len(self._decode_cache) >= 512:
+                self._decode_cache.pop(next(iter(self._decode_cache)))
+            _, tempo, ts = tk.decode_ids(self.tokenizer, ids)
+            self._decode_cache[key] = (self.decode_ids(ids), tempo, ts)
+        return self._decode_cache[key]
+
     def prepare(self, batch: SymBatch, tap: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """Crop, augment, encode, collate; tap every notes stage and the tokens."""
         crop_rng = np.random.default_rng([self.cfg.crop_seed, batch.seed, 1])
@@ -247,16 +258,18 @@ class SymbolicBedPipeline:
             aug_rng = np.random.default_rng([self.cfg.crop_seed, batch.seed, 3])
             windows = [replace(w, notes=self.augment(w.notes, aug_rng)) for w in windows]
             tap("notes.augmented", self._stack([w.notes for w in windows]), **self._notes_meta(windows))
-        ids, padding = self.collate([self.encode(w) for w in windows])
+        seqs = [self.encode(w) for w in windows]
+        ids, padding = self.collate(seqs)
         tap("tokens", ids, **tk.tokens_meta(self.tokenizer, self.cfg.tokenizer.resolution))
-        decoded = [tk.decode_ids(self.tokenizer, row[m].tolist()) for row, m in zip(ids, padding)]
+        decoded = [self._decoded(s) for s in seqs]
         tap("notes.decoded", self._stack([d[0] for d in decoded]), columns=NOTE_COLUMNS, unit="beat",
             tempos=[d[1] for d in decoded], time_signatures=[d[2] for d in decoded],
             files=[w.id for w in windows])
         tap("mask.padding", padding)
         return ids, padding
 
-    def condition(self, model: SymbolicLM, captions: list[str], seed: int, tap: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def condition(self, model: SymbolicLM, captions: list[str], seed: int,
+                  tap: Any) -> tuple[torch.Tensor, torch.Tensor]:
         tap("caption", list(captions))
         kept, dropped = self.drop_conditions(list(captions), np.random.default_rng([self.cfg.crop_seed, seed, 2]))
         tap("condition.dropped", dropped, rate=self.cond_dropout)
@@ -277,7 +290,7 @@ class SymbolicBedPipeline:
         ids, padding = self.prepare(batch, tap)
         memory, memory_mask = self.condition(model, list(batch.captions), batch.seed, tap)
         targets = self.targets_from(ids, padding)
-        tap("targets", targets, ignore_index=IGNORE, cardinality=len(self.tokenizer))
+        tap("targets", targets, ignore_index=IGNORE, cardinality=len(self.tokenizer), shift=1)
         mask = targets != IGNORE
         tap("mask.loss", mask)
         logits = model(ids, padding, memory, memory_mask)
@@ -312,11 +325,18 @@ class SymbolicBedPipeline:
             memory, memory_mask = model.encode_condition(word_ids, word_mask)
             null_ids, null_mask = self.words.encode([""] * len(batch))
             null_memory, null_memory_mask = model.encode_condition(null_ids, null_mask)
-            ids, logits, n = generate_ids(model, memory, memory_mask, null_memory, null_memory_mask, s, bos, eos, pad)
+            g = generate_ids(model, memory, memory_mask, null_memory, null_memory_mask, s, bos, eos, pad)
         finally:
             model.train(was)
+        ids = g.ids
         tap("generation.tokens", ids, **tk.tokens_meta(self.tokenizer, self.cfg.tokenizer.resolution),
-            frames_generated=n, stopped=bool((ids == eos).any(dim=1).all()), sampling=asdict(s))
+            frames_generated=ids.shape[1], prompt_frames=1, stopped=bool((ids == eos).any(dim=1).all()),
+            sampling=asdict(s))
+        # what the sampler saw, frame-aligned with the ids as one stream: [B, 1, T, V]
+        tap("generation.logits", g.logits[:, None])
+        if g.cond_logits is not None and g.uncond_logits is not None:
+            tap("generation.logits.cond", g.cond_logits[:, None])
+            tap("generation.logits.uncond", g.uncond_logits[:, None])
         return ids
 
     def decode_notes(self, tokens: Any) -> np.ndarray:

@@ -76,7 +76,8 @@ def encode_notes(tokenizer: Any, notes: np.ndarray, tempo: float, time_signature
     return [bos, *[int(i) for i in seq.ids], eos]
 
 
-def decode_ids(tokenizer: Any, ids: Sequence[int], example: int = 0) -> tuple[np.ndarray, float | None, list[int] | None]:
+def decode_ids(tokenizer: Any, ids: Sequence[int],
+               example: int = 0) -> tuple[np.ndarray, float | None, list[int] | None]:
     """REMI ids (specials anywhere are dropped; decoding stops at the first EOS) -> (notes, tempo, time signature)."""
     pad, bos, eos = special_ids(tokenizer)
     ids = [int(i) for i in ids]

@@ -1,0 +1,80 @@
+"""Information kept by symbolic tokens (collapsed velocities, durations, tempos, programs) and drums
+transposed by an augmentation, on traces made with a real miditok REMI tokenizer."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("miditok")
+
+from _symbolic import CORE_KIT, clean_pieces, random_piece, symbolic_trace, tokenizer  # noqa: E402
+from signalchain.checks.symbolic_info import judge_collapsed, judge_drums_transposed  # noqa: E402
+from signalchain.symbolic.notes import COL  # noqa: E402
+
+TOK = tokenizer()
+
+
+def set_column(name, value):
+    def edit(t):
+        t[:, COL[name]] = value
+        return t
+    return edit
+
+
+def test_clean_batch_keeps_its_information():
+    t = symbolic_trace(clean_pieces(0), tok=TOK)
+    assert judge_collapsed(t) == [] and judge_drums_transposed(t) == []
+
+
+@pytest.mark.parametrize("column, value, token_type", [("velocity", 100, "Velocity"), ("duration", 0.5, "Duration")])
+def test_an_attribute_overwritten_before_tokenizing(column, value, token_type):
+    f = judge_collapsed(symbolic_trace(clean_pieces(0), tok=TOK, hidden=set_column(column, value)))
+    assert [(x.id, x.severity.value, x.stage, x.evidence["token_type"]) for x in f] == [
+        ("symbolic.collapsed", "error", "tokens", token_type)]
+    assert f[0].evidence["vocab_bins"] > 1 and f[0].evidence["source_bins"] > 1
+
+
+def test_a_single_bin_vocabulary_is_not_a_collapse():
+    assert judge_collapsed(symbolic_trace(clean_pieces(0), tok=tokenizer(num_velocities=1))) == []
+
+
+def test_programs_merged_into_one():
+    f = judge_collapsed(symbolic_trace(clean_pieces(0), tok=TOK, hidden=set_column("program", 0)))
+    assert [(x.id, x.stage, x.evidence["token_type"]) for x in f] == [("symbolic.collapsed", "tokens", "Program")]
+    assert f[0].evidence["kept"] == [0] and len(f[0].evidence["source_programs"]) >= 3
+
+
+def test_every_piece_at_one_tempo_is_a_warning_on_the_source():
+    rng = np.random.default_rng(3)
+    pieces = [random_piece(rng, ts, 120.0, (0, 40)) for ts in [(4, 4), (3, 4), (6, 8), (4, 4)]]
+    f = judge_collapsed(symbolic_trace(pieces, tok=TOK))
+    assert [(x.id, x.severity.value, x.stage) for x in f] == [("symbolic.collapsed", "warning", "midi.source")]
+    assert judge_collapsed(symbolic_trace(pieces[:3], tok=TOK)) == []  # three pieces: too few to say
+
+
+def shift_drums(s):
+    def edit(t):
+        drums = t[:, COL["drum"]] > 0.5
+        t[drums, COL["pitch"]] += s
+        return t
+    return edit
+
+
+def test_drums_shifted_by_the_augmentation():
+    f = judge_drums_transposed(symbolic_trace(clean_pieces(0), tok=TOK, augment=shift_drums(3)))
+    assert [(x.id, x.severity.value, x.stage) for x in f] == [("symbolic.drums_transposed", "error",
+                                                               "notes.augmented")]
+    assert f[0].evidence["shift"] == 3 and f[0].evidence["share"] < 0.5 <= 0.8 <= f[0].evidence["share_shifted"]
+
+
+def test_drums_shifted_in_the_source_are_blamed_there():
+    pieces = [(shift_drums(-5)(p[0].copy()), p[1], p[2]) for p in clean_pieces(0)]
+    f = judge_drums_transposed(symbolic_trace(pieces, tok=TOK))
+    assert [(x.stage, x.evidence["shift"]) for x in f] == [("midi.source", -5)]
+
+
+def test_melodic_notes_transposed_are_not_drums():
+    def up(t):
+        t[t[:, COL["drum"]] < 0.5, COL["pitch"]] += 3
+        return t
+    assert judge_drums_transposed(symbolic_trace(clean_pieces(0), tok=TOK, augment=up)) == []
+    assert set(CORE_KIT) == {35, 36, 38, 40, 42, 44, 46, 49, 51}
