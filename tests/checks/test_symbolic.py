@@ -90,9 +90,41 @@ def test_positions_and_durations_moved_by_the_ids_are_named():
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), ts=st.sampled_from([(4, 4), (3, 4), (6, 8), (2, 4)]),
        tempo=st.floats(45, 240), drums=st.booleans(), programs=st.sampled_from([(0,), (0, 40), (33, 0, 56)]))
-def test_clean_round_trip_is_silent_for_random_notes(seed, ts, tempo, drums, programs):
+def test_clean_round_trip_is_silent_for_random_pieces(seed, ts, tempo, drums, programs):
     piece = random_piece(np.random.default_rng(seed), ts, tempo, programs, drums, bars=3)
     assert judge_round_trip(symbolic_trace([piece, clean_pieces(seed % 7, 1)[0]], tok=_TOK)) == []
 
 
+note = st.tuples(st.booleans(), st.integers(21, 108), st.floats(0, 16), st.one_of(st.floats(0, 0.2), st.floats(0, 3),
+                                                                                   st.floats(0, 20)),
+                 st.integers(1, 127), st.sampled_from([0, 5, 40, 73]))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(notes=st.lists(note, min_size=1, max_size=60), ts=st.sampled_from([(4, 4), (3, 4), (6, 8), (5, 4), (12, 8)]),
+       tempo=st.floats(30, 300))
+def test_clean_round_trip_is_silent_for_any_notes(notes, ts, tempo):
+    """Off-grid onsets, grace notes, overlaps at one pitch, chords across tracks, drums in any program."""
+    rows = [(0, min(max(p, 27), 88) if drum else p, on, dur, vel, prog, int(drum))
+            for drum, p, on, dur, vel, prog in notes]
+    assert judge_round_trip(symbolic_trace([(notes_table(rows), tempo, ts)], tok=_TOK)) == []
+
+
 _TOK = tokenizer()
+
+
+def test_rows_cut_by_the_sequence_length_are_not_lost_notes():
+    t = symbolic_trace(clean_pieces(0), tok=_TOK, edit_ids=lambda s: [x[:60] for x in s])
+    assert judge_round_trip(t) == []
+    lost = symbolic_trace(clean_pieces(0), tok=_TOK, bos_eos=True,  # an EOS says the row was not cut
+                          edit_ids=lambda s: [x[:60] + [x[-1]] for x in s])
+    assert one(judge_round_trip(lost)).evidence["token_type"] == "Position"
+
+
+def test_a_program_the_tokenizer_does_not_list_is_named():
+    import miditok
+
+    cfg = miditok.TokenizerConfig(use_tempos=True, use_time_signatures=True, use_programs=True, num_velocities=8,
+                                  special_tokens=["PAD", "BOS", "EOS"], programs=[-1, 0, 24, 33])
+    f = one(judge_round_trip(symbolic_trace(clean_pieces(0), tok=miditok.REMI(cfg))))  # 40 and 56 are dropped
+    assert f.evidence["token_type"] == "Program" and "programs list" in f.hint

@@ -93,3 +93,13 @@ def test_a_sequence_without_notes_is_blamed_on_the_tokens():
     f = judge_empty(symbolic_trace(clean_pieces(0), tok=TOK, edit_ids=lambda s: [
         [i for i in x if i not in pitches] if b == 2 else x for b, x in enumerate(s)]))
     assert [(x.id, x.stage, x.evidence["examples"]) for x in f] == [("symbolic.empty", "tokens", [2])]
+
+
+@pytest.mark.parametrize("name", ["TSD", "MIDILike", "Structured"])
+def test_other_flat_tokenizers_do_not_misfire(name):
+    import miditok
+
+    cfg = miditok.TokenizerConfig(use_tempos=True, use_time_signatures=True, use_programs=True,
+                                  special_tokens=["PAD", "BOS", "EOS"])
+    t = symbolic_trace(clean_pieces(0), tok=getattr(miditok, name)(cfg))
+    assert judge_structure(t) == [] and judge_empty(t) == []

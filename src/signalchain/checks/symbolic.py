@@ -41,6 +41,7 @@ class _Tally:
         self.examples: dict[str, list[dict[str, Any]]] = {}
         self.detail: dict[str, Counter[Any]] = {}
         self.matched = 0
+        self.truncated = 0  # source notes after the end of a token row that fills the sequence length
 
     def add(self, typ: str, example: int, what: dict[str, Any], key: Any = None) -> None:
         self.count[typ] += 1
@@ -65,9 +66,17 @@ def _tolerance(bins: np.ndarray, x: float, floor: float) -> float:
 
 
 def _example(tally: _Tally, e: int, src: np.ndarray, dec: np.ndarray, vocab: Vocab, ts: tuple[int, int],
-             ts_dec: tuple[int, int], vel_tol: float | None) -> int:
-    """Match one example's notes (pitch and onset); tally what disagrees; return the notes judged."""
+             ts_dec: tuple[int, int], vel_tol: float | None, cut: bool) -> int:
+    """Match one example's notes (pitch and onset); tally what disagrees; return the notes judged.
+
+    cut: the token row fills the sequence length (no padding after it), so the notes after the last
+    decoded onset were cut by the length, as the pipeline chose, not lost by the tokenizer.
+    """
     quantum = max(quarters_per_beat(ts), quarters_per_beat(ts_dec)) / vocab.resolution
+    if cut:
+        last = float(dec[:, ON].max()) if len(dec) else -np.inf
+        tally.truncated += int((src[:, ON] > last + quantum + EPS).sum())
+        src = src[src[:, ON] <= last + quantum + EPS]
     bins = _duration_bins(vocab, ts_dec)
     largest = float(bins[-1]) if bins.size else np.inf
     src = src[src[:, DUR] >= quantum - EPS]  # shorter than one position: the tokenizer may drop it
@@ -76,8 +85,9 @@ def _example(tally: _Tally, e: int, src: np.ndarray, dec: np.ndarray, vocab: Voc
     _, first = np.unique(keys, axis=0, return_index=True)
     src = src[np.sort(first)]
     used = np.zeros(len(dec), bool)
-    groups = {(int(p), int(d)) for p, d, in dec[:, [PROG, DRUM]]}
+    groups = {(0 if d else int(p), int(d)) for p, d, in dec[:, [PROG, DRUM]]}
     pitches = set(dec[:, P].astype(int).tolist())
+    programs = {int(v) for v in vocab.numbers("Program").values()}
     for n in src:
         pitch, drum = int(n[P]), bool(n[DRUM])
         cand = np.flatnonzero(~used & (dec[:, P] == n[P]) & (np.abs(dec[:, ON] - n[ON]) <= quantum + EPS))
@@ -87,19 +97,26 @@ def _example(tally: _Tally, e: int, src: np.ndarray, dec: np.ndarray, vocab: Voc
             near = np.flatnonzero(~used & (dec[:, P] == n[P]))
             if rng is not None and not rng[0] <= pitch <= rng[1]:
                 tally.add("Pitch", e, {**what, "why": f"outside the vocabulary's range {rng[0]}-{rng[1]}"}, pitch)
-            elif dec.size and (int(n[PROG]), int(n[DRUM])) not in groups:
+            elif not drum and programs and int(n[PROG]) not in programs:
+                tally.add("Program", e, {**what, "why": "its program is not in the vocabulary"},
+                          (int(n[PROG]), int(n[DRUM])))
+            elif dec.size and (0 if drum else int(n[PROG]), int(n[DRUM])) not in groups:
                 tally.add("Program", e, {**what, "why": "its program/drum track is missing from the decoded notes"},
                           (int(n[PROG]), int(n[DRUM])))
             elif near.size:
                 tally.add("Position", e, {**what, "why": "the same pitch comes back at another onset",
                                           "nearest_onset": round(float(dec[near, ON][np.argmin(
                                               np.abs(dec[near, ON] - n[ON]))]), 4)})
+            elif len(dec) and n[ON] > dec[:, ON].max() + quantum:
+                tally.add("Position", e, {**what, "why": "after the last decoded note: the sequence ends early"})
             elif pitch not in pitches and len(dec):
                 tally.add("Pitch", e, {**what, "why": "this pitch never comes back"}, pitch)
             else:
                 tally.add("Position", e, {**what, "why": "lost"})
             continue
-        j = int(cand[np.argmin(np.abs(dec[cand, ON] - n[ON]))])
+        # Same track first (two tracks may play one pitch at one onset), then the nearest onset.
+        other = (dec[cand, DRUM] != n[DRUM]) | ((n[DRUM] < 0.5) & (dec[cand, PROG] != n[PROG]))
+        j = int(cand[np.lexsort((np.abs(dec[cand, ON] - n[ON]), other))[0]])
         used[j] = True
         tally.matched += 1
         d = dec[j]
@@ -109,7 +126,7 @@ def _example(tally: _Tally, e: int, src: np.ndarray, dec: np.ndarray, vocab: Voc
                                       "decoded": round(float(d[DUR]), 4)})
         if vel_tol is not None and abs(float(d[VEL]) - float(n[VEL])) > vel_tol + EPS:
             tally.add("Velocity", e, {"pitch": pitch, "velocity": int(n[VEL]), "decoded": int(d[VEL])})
-        if int(d[PROG]) != int(n[PROG]) or int(d[DRUM]) != int(n[DRUM]):
+        if int(d[DRUM]) != int(n[DRUM]) or (not drum and int(d[PROG]) != int(n[PROG])):  # a drum's program is moot
             tally.add("Program", e, {"pitch": pitch, "program": int(n[PROG]), "drum": int(n[DRUM]),
                                      "decoded_program": int(d[PROG]), "decoded_drum": int(d[DRUM])},
                       (int(n[PROG]), int(n[DRUM])))
@@ -148,8 +165,9 @@ def _hint(typ: str, vocab: Vocab, tally: _Tally, mismatch: bool) -> str:
                     if not vocab.has("TimeSig") else "these time signatures are not in the vocabulary: widen "
                     "time_signature_range"),
         "Program": ("the tokenizer was built without use_programs: tracks beyond the first are lost or merged"
-                    if not vocab.has("Program") else "programs or drum flags change: check the Program ids and "
-                    "one_token_stream_for_programs"),
+                    if not vocab.has("Program") else
+                    f"programs {sorted(tally.detail.get('Program', {}))[:8]} (program, drum) are lost or changed: "
+                    "check the tokenizer's programs list, the Program ids and one_token_stream_for_programs"),
     }
     head = ("most notes do not survive: the vocabulary at training differs from the one the cache was made with "
             "(or the tokens are decoded by another tokenizer): re-tokenize with the training tokenizer; then: "
@@ -189,8 +207,12 @@ def judge_round_trip(trace: Trace) -> list[Finding]:
     tally = _Tally()
     vel_tol = _velocity_tolerance(vocab, src)
     tss, tsd = meta_list(src_meta, "time_signatures", n), meta_list(dec_meta, "time_signatures", n)
+    ids = tok.ids.reshape(tok.ids.shape[0], -1)
+    full = [bool(e < len(ids) and (vocab.pad_id is None or ids[e, -1] != vocab.pad_id)
+                 and (vocab.eos_id is None or vocab.eos_id not in ids[e])) for e in range(n)]
     notes = sum(_example(tally, e, src[src[:, 0] == e], dec[dec[:, 0] == e], vocab, time_signature(tss[e]),
-                         time_signature(tsd[e] if tsd[e] is not None else tss[e]), vel_tol) for e in range(n))
+                         time_signature(tsd[e] if tsd[e] is not None else tss[e]), vel_tol, full[e])
+                for e in range(n))
     songs = _songs(tally, src_meta, dec_meta, vocab, n)
     note_types = ("Pitch", "Position", "Duration", "Velocity", "Program")
     blamed = [t for t, c in tally.count.most_common()
@@ -206,7 +228,7 @@ def judge_round_trip(trace: Trace) -> list[Finding]:
                  f"{name} -> tokens -> notes.decoded disagrees beyond the tokenizer's resolution ({per}; "
                  f"{notes} notes and {songs} pieces judged); token type responsible: {top}",
                  CHECK, hint=_hint(top, vocab, tally, mismatch), token_type=top, token_types=blamed, counts=counts,
-                 notes=notes, pieces=songs, source=name, vocabulary_mismatch=mismatch,
+                 notes=notes, pieces=songs, source=name, vocabulary_mismatch=mismatch, truncated=tally.truncated,
                  examples={t: tally.examples.get(t, []) for t in blamed}, resolution=vocab.resolution)]
 
 

@@ -151,7 +151,7 @@ def judge_drums_transposed(trace: Trace) -> list[Finding]:
         groups = [(None, pitches)] if pitches.size >= MIN_DRUM_NOTES else []
         groups += [(int(e), pitches[drums[:, 0] == e]) for e in np.unique(drums[:, 0])
                    if (drums[:, 0] == e).sum() >= MIN_EXAMPLE_DRUM_NOTES]
-        shifted = [(e, g, got) for e, g in groups if (got := _shifted_back(g)) is not None]
+        shifted = [(e, g, found) for e, g in groups if (found := _shifted_back(g)) is not None]
         if not shifted:
             continue
         example, group, (share, best, back) = shifted[0]
@@ -165,29 +165,4 @@ def judge_drums_transposed(trace: Trace) -> list[Finding]:
                           "not notes; skip tracks with is_drum (channel 10) when transposing",
                      shift=int(best), share=share, share_shifted=back, drum_notes=int(group.size),
                      examples=examples[:8], pitches=sorted(set(group.tolist()))[:16])]
-    return []
-    for stage in NOTES_STAGES:
-        got = notes_of(trace, stage)
-        if got is None:
-            continue
-        table = got[0]
-        drums = table[table[:, COL["drum"]] > 0.5]
-        pitches = drums[:, COL["pitch"]].astype(np.int64)
-        if pitches.size < MIN_DRUM_NOTES:
-            continue
-        share = _kit_share(pitches)
-        if share >= KIT_SHARE_LOW:
-            continue
-        shares = {s: _kit_share(pitches, s) for s in range(-12, 13) if s != 0}
-        best = max(shares, key=lambda s: shares[s])
-        if shares[best] < KIT_SHARE_BACK:
-            continue
-        examples = sorted({int(e) for e in drums[:, 0]})
-        return [make("symbolic.drums_transposed", "error", stage,
-                     f"{100 * share:.0f}% of the {pitches.size} drum notes of {stage} are on the GM kit's core "
-                     f"pieces; shifted back by {best:+d} semitones, {100 * shares[best]:.0f}% are", CHECK,
-                     hint="the pitch-shift augmentation transposes drum tracks too: drum pitches name instruments, "
-                          "not notes; skip tracks with is_drum (channel 10) when transposing",
-                     shift=int(best), share=share, share_shifted=shares[best], drum_notes=int(pitches.size),
-                     examples=examples[:8], pitches=sorted(set(pitches.tolist()))[:16])]
     return []

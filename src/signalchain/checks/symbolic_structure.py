@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..findings import Finding
-from ..symbolic.vocab import NOTE_TYPES, positions_per_bar, walk
+from ..symbolic.vocab import NOTE_EVENT_TYPES, positions_per_bar, walk
 from ..trace import Trace
 from ._symbolic import NOTES_STAGES, batch_size, meta_list, notes_of, symbolic_tokens
 from .base import make
@@ -96,7 +96,7 @@ def _empty_token_rows(trace: Trace) -> list[int] | None:
     tok = symbolic_tokens(trace)
     if tok is None or tok.vocab is None or tok.ids.ndim != 2:
         return None
-    pitch_ids = np.concatenate([tok.vocab.ids(t) for t in NOTE_TYPES])
+    pitch_ids = np.concatenate([tok.vocab.ids(t) for t in NOTE_EVENT_TYPES])
     return [int(b) for b in np.flatnonzero(~np.isin(tok.ids, pitch_ids).any(axis=1))]
 
 

@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 
 __all__ = ["Vocab", "SequenceEvents", "positions_per_bar", "quarters_per_beat", "walk", "parse_beats",
-           "NOTE_TYPES", "SPECIAL_TYPES"]
+           "NOTE_TYPES", "NOTE_EVENT_TYPES", "SPECIAL_TYPES"]
 
-NOTE_TYPES = ("Pitch", "PitchDrum")
+NOTE_TYPES = ("Pitch", "PitchDrum")  # a note of REMI/TSD/Structured, its attributes after it
+NOTE_EVENT_TYPES = (*NOTE_TYPES, "NoteOn", "DrumOn", "PitchIntervalTime", "PitchIntervalChord")  # any note start
 SPECIAL_TYPES = ("PAD", "BOS", "EOS", "MASK")
 ATTRIBUTE_ORDER = ("Velocity", "Duration")  # what follows a Pitch in REMI/TSD, for the types the vocab has
 
@@ -171,7 +172,7 @@ class SequenceEvents:
 
 
 KNOWN = {"Bar", "Position", "TimeSig", "Tempo", "Program", "Velocity", "Duration", "TimeShift", "Rest",
-         *NOTE_TYPES, *SPECIAL_TYPES}
+         "NoteOff", "DrumOff", *NOTE_EVENT_TYPES, *SPECIAL_TYPES}
 
 
 def _specials(ev: SequenceEvents, ids: np.ndarray, vocab: Vocab) -> tuple[np.ndarray, int]:
@@ -279,6 +280,8 @@ def walk(ids: Sequence[int] | np.ndarray, vocab: Vocab, time_signature: Sequence
         elif typ == "Duration" and want and want[0] == "Duration":
             pending["dur"] = (parse_beats(val) or 0.0) * quarters_per_beat(ts)
             want.pop(0)
+        elif typ in NOTE_EVENT_TYPES:  # MIDILike's NoteOn…NoteOff: a note event, not walked into a note
+            ev.pitch_tokens += 1
         elif typ not in KNOWN:
             ev.unknown_types.add(typ)
         if not want:
