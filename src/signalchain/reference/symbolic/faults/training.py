@@ -109,6 +109,21 @@ def _loss_mask_inverted(p: SymbolicBedPipeline) -> None:
     p.targets_from = targets_from  # type: ignore[method-assign]
 
 
+@fault("loss_mask_from_bar_count", "flat_loss", "the valid loss mask is nearly empty", FLAT,
+       ["mask.empty"], "mask.loss", symptom="flat-loss")
+def _loss_mask_from_bar_count(p: SymbolicBedPipeline) -> None:
+    def targets_from(ids: torch.Tensor, padding: torch.Tensor) -> torch.Tensor:
+        # Bug: the valid lengths come from the data module's `len(window)`, which counts the
+        # window's bars (1), and are used as token counts: each sequence keeps one target of ~50.
+        lengths = torch.full((ids.shape[0], 1), p.cfg.window_bars)
+        keep = torch.arange(ids.shape[1] - 1)[None, :] < lengths
+        targets = torch.full_like(ids, IGNORE)
+        targets[:, :-1] = ids[:, 1:].masked_fill(~(keep & padding[:, 1:]), IGNORE)
+        return targets
+
+    p.targets_from = targets_from  # type: ignore[method-assign]
+
+
 # ---- non-finite values ------------------------------------------------------------------------------------
 
 @fault("kl_loss_log_of_zero", "nonfinite", "logarithm of zero", "NaN and infinite values",
