@@ -19,6 +19,7 @@ from signalchain.pipeline import ProtocolView
 from signalchain.reference.faults import catalogue as reference_catalogue
 from signalchain.reference.symbolic.faults import catalogue, get_fault
 from signalchain.reference.symbolic.faults._registry import FAMILIES
+from signalchain.trace.vocabulary import stage_info
 
 torch.set_num_threads(1)
 
@@ -42,6 +43,7 @@ def test_catalogue_is_large_spread_and_declared() -> None:
                                                              "repetition_generation"}
     for f in faults:
         assert f.family in FAMILIES and f.cause and f.section and f.expected_ids, f.name
+        assert stage_info(f.expected_stage) is not None, (f.name, f.expected_stage)
         assert all(i.count(".") >= 1 and i == i.lower() for i in f.expected_ids), f.name
         assert f.symptom is None or f.symptom in SYMPTOMS, f.name
         assert "# Bug" in inspect.getsource(f.apply), f"{f.name}: say how the bug is written (# Bug: ...)"
