@@ -32,6 +32,22 @@ def _temperature_for_less_noise(p: SymbolicBedPipeline) -> None:
     p.sampling = {**p.sampling, "temperature": 0.05}
 
 
+@fault("top_k_from_small_vocabulary", GENERATION, "restrictive top-k: only two candidate tokens per step", SECTION,
+       ["generation.restrictive_sampling"], "generation", symptom="repetitive")
+def _top_k_from_small_vocabulary(p: SymbolicBedPipeline) -> None:
+    # Bug: `top_k: 2` comes from a chord-symbol model's sampler (a vocabulary of a few dozen
+    # tokens); over REMI's ~370 tokens it leaves the two likeliest at every step.
+    p.sampling = {**p.sampling, "top_k": 2}
+
+
+@fault("guidance_scale_from_diffusion", GENERATION, "excessive classifier-free guidance", SECTION,
+       ["generation.excessive_guidance"], "generation", symptom="repetitive")
+def _guidance_scale_from_diffusion(p: SymbolicBedPipeline) -> None:
+    # Bug: the guidance scale of an image diffusion recipe (30) is used for the token model (3):
+    # cond - uncond amplified thirty times leaves a few tokens with all the mass.
+    p.sampling = {**p.sampling, "cfg_coef": 30.0}
+
+
 @fault("sampler_context_window", GENERATION, "a sampler that feeds back a fixed window of its own output", SECTION,
        ["symbolic.repetitive", "generation.repetitive"], "generation", symptom="repetitive")
 def _sampler_context_window(p: SymbolicBedPipeline) -> None:
