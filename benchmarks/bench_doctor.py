@@ -1,8 +1,9 @@
 """`signalchain doctor` on a bed, every family, against the 60 s budget (DESIGN §7).
 
-    .venv/bin/python benchmarks/bench_doctor.py [--bed reference|hf] [--budget business] [--seeds 0]
+    .venv/bin/python benchmarks/bench_doctor.py [--bed reference|hf|symbolic] [--budget business] [--seeds 0]
 
-`--bed hf` runs it on the tiny Hugging Face MusicGen pipeline (`signalchain.reference.hf`).
+`--bed hf` runs it on the tiny Hugging Face MusicGen pipeline (`signalchain.reference.hf`), `--bed symbolic`
+on the caption-conditioned REMI bed (`signalchain.reference.symbolic`).
 Prints the wall time of each family and of the whole run, and (for scale, in the same run) the time
 of one plain training step of the reference pipeline, so the doctor's cost reads as a number of steps.
 """
@@ -24,6 +25,10 @@ def make_bed(name: str):
         from signalchain.reference.hf import HFBedPipeline
 
         return HFBedPipeline()
+    if name == "symbolic":
+        from signalchain.reference.symbolic import SymbolicBedPipeline
+
+        return SymbolicBedPipeline()
     return ReferencePipeline()
 
 
@@ -40,7 +45,7 @@ def plain_step_seconds(pipe, n: int = 10) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bed", default="reference", choices=("reference", "hf"))
+    ap.add_argument("--bed", default="reference", choices=("reference", "hf", "symbolic"))
     ap.add_argument("--budget", default="business")
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: leave the default)")
