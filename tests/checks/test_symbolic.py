@@ -128,3 +128,26 @@ def test_a_program_the_tokenizer_does_not_list_is_named():
                                   special_tokens=["PAD", "BOS", "EOS"], programs=[-1, 0, 24, 33])
     f = one(judge_round_trip(symbolic_trace(clean_pieces(0), tok=miditok.REMI(cfg))))  # 40 and 56 are dropped
     assert f.evidence["token_type"] == "Program" and "programs list" in f.hint
+
+
+_TOKENIZERS = {"default": _TOK, "16 velocities": tokenizer(num_velocities=16),
+               "beat_res 4": tokenizer(beat_res={(0, 4): 4, (4, 12): 2})}
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seeds=st.lists(st.integers(0, 10_000), min_size=1, max_size=4, unique=True),
+       which=st.sampled_from(sorted(_TOKENIZERS)), bos_eos=st.booleans())
+def test_every_symbolic_judge_is_silent_on_clean_batches(seeds, which, bos_eos):
+    shapes = [((4, 4), (0, 40), True), ((3, 4), (0,), False), ((6, 8), (24, 0), False), ((2, 4), (33, 0), True)]
+    pieces = [random_piece(np.random.default_rng(s), shapes[s % 4][0], 50.0 + i * 30 + s % 7, *shapes[s % 4][1:],
+                           bars=3) for i, s in enumerate(seeds)]
+    t = symbolic_trace(pieces, tok=_TOKENIZERS[which], bos_eos=bos_eos)
+    assert all_findings(t) == []
+
+
+def test_a_decoder_that_returns_no_tempo_or_meter_lost_them():
+    t = symbolic_trace(clean_pieces(0), tok=tokenizer(tempos=False, time_signatures=False))
+    dec = t["notes.decoded"].meta
+    dec["tempos"], dec["time_signatures"] = [None] * 4, [None] * 4  # a decoder that says nothing it did not read
+    f = one(judge_round_trip(t))
+    assert set(f.evidence["token_types"]) == {"Tempo", "TimeSig"}

@@ -47,3 +47,10 @@ def test_a_clean_symbolic_step_is_silent():
 
 def test_an_empty_loss_mask_still_fires_on_symbolic_tokens():
     assert ("mask.empty", "mask.loss") in findings(step_trace(mask_all=True))
+
+
+def test_octuple_like_symbolic_ids_are_not_codebooks():
+    ids = np.zeros((2, 30, 5), np.int64)  # [B, T, F]: one token per field per step, mostly one value
+    with record(values=True) as t:
+        tap("tokens", ids, kind="symbolic", tokenizer="Octuple", cardinality=3)
+    assert findings(t) == [] and read_layout(t).tokens is None

@@ -53,3 +53,20 @@ def test_the_data_family_judges_a_symbolic_golden_step():
 
     got = run_doctor(Shifted(), families=["data"], budget="economy")
     assert ("symbolic.drums_transposed", "midi.source") in [(f.id, f.stage) for f in got.findings]
+
+
+def test_the_family_measures_tokens_are_reused_when_it_ran():
+    import numpy as np
+
+    from signalchain.experiments.generation.measure import GenerationOutcome
+    from signalchain.records.generation import Checkpoint, GenerationMeasurement, GenerationRun
+
+    p = SymbolicToy(loop=True)
+    looping = p.generate(None, p.golden_batch(0), {"max_frames": 120}).numpy()
+    report = GenerationMeasurement(frames=120, prompts=3, frame_rate=None, runs=[])
+    report.checkpoints = [Checkpoint(6, None, None, [GenerationRun(label="step 6: configured", overrides={}, seed=0)])]
+    outcome = GenerationOutcome(report)
+    outcome.codes = {"configured": np.zeros((3, 1, 120), np.int64), "step 6: configured": looping[:, None, :]}
+    m = measure_note_repetition(ctx(SymbolicToy(loop=False)), outcome)
+    assert m.sampling == {"run": "step 6: configured"} and m.tokens == 120
+    assert [x.id for x in judge_note_repetition(m)] == ["symbolic.repetitive"]

@@ -180,9 +180,18 @@ def _songs(tally: _Tally, src_meta: dict[str, Any], dec_meta: dict[str, Any], vo
     tempos = vocab.sorted_values("Tempo")
     tol = vocab.max_gap("Tempo") if tempos.size >= 2 else None
     judged = 0
+    # A decoded piece with no tempo (time signature) at all, from a vocabulary without that type: lost.
+    said = {k: isinstance(dec_meta.get(k), (list, tuple)) for k in ("tempos", "time_signatures")}
     for e, (ts, tsd, t0, t1) in enumerate(zip(meta_list(src_meta, "time_signatures", n),
                                               meta_list(dec_meta, "time_signatures", n),
                                               meta_list(src_meta, "tempos", n), meta_list(dec_meta, "tempos", n))):
+        if ts is not None and tsd is None and said["time_signatures"] and not vocab.has("TimeSig") \
+                and time_signature(ts) != (4, 4):
+            judged += 1
+            tally.add("TimeSig", e, {"time_signature": list(time_signature(ts)), "decoded": None},
+                      tuple(time_signature(ts)))
+        if isinstance(t0, (int, float)) and t1 is None and said["tempos"] and not vocab.has("Tempo"):
+            tally.add("Tempo", e, {"tempo": round(float(t0), 2), "decoded": None})
         if ts is not None and tsd is not None:
             judged += 1
             if time_signature(ts) != time_signature(tsd):

@@ -196,8 +196,9 @@ def read_layout(trace: Any) -> StepView:
     v = StepView()
     tokens = _value(trace, "tokens")
     rec = trace.get("tokens")
-    if tokens is not None and tokens.ndim == 2 and rec is not None and rec.meta.get("kind") == "symbolic":
-        tokens = tokens[:, None, :]  # symbolic ids [B, T]: one token stream, K = 1
+    if tokens is not None and rec is not None and rec.meta.get("kind") == "symbolic":
+        # symbolic ids [B, T]: one token stream, K = 1; several per step ([B, T, F], Octuple): not codebooks
+        tokens = tokens[:, None, :] if tokens.ndim == 2 else None
     if tokens is not None and tokens.ndim != 3:
         tokens = None
     v.tokens = tokens

@@ -146,7 +146,7 @@ register(Family("generation", "Repetition: sampler settings, stop condition, tra
                 after=("conditioning",), needs=("generate",), needed_by="checks.generation", knobs=KNOBS, steps=(
     Step("measure", measure=measure_generation, isolated=False, judges=(_sampler, _stop, _training, _memorised)),
     # Symbolic pipelines only (decode_notes, [B, T] token ids): repetition heard in the notes.
-    Step("notes", say="generation: repetition of decoded notes", measure=measure_note_repetition,
+    Step("notes", say="generation: repetition of decoded notes", measure=measure_note_repetition, reads=(OUT,),
          judges=(judge_note_repetition,)),
     # The pictures never sink the findings: a crash here is one finding, the judges' stay.
     Step("verdict", when=lambda ctx: ctx.result(OUT) is not None, measure=_verdict, reads=(OUT, PRIOR), timing="",

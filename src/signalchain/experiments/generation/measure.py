@@ -45,6 +45,7 @@ class GenerationOutcome:
         self.samples: dict[str, np.ndarray] = {}  # label -> decoded audio [C, T] of prompt 0
         self.sample_rate: int | None = None
         self.copies: list[tuple[str, np.ndarray, str, np.ndarray, int]] = []  # (label, sample, example, audio, sr)
+        self.codes: dict[str, np.ndarray | None] = {}  # label -> the codes of that run [B, K, T]
 
 
 def _golden_prompt(ctx: Context, rows: int, frames: int) -> torch.Tensor | None:
@@ -101,7 +102,7 @@ class _Session:
         self.out = GenerationOutcome(self.report)
         self.out.sample_rate = getattr(self.p, "sample_rate", None)
         self.model = ctx.fresh_model()
-        self.codes: dict[str, np.ndarray | None] = {}
+        self.codes: dict[str, np.ndarray | None] = self.out.codes
         self.audio: dict[str, np.ndarray] = {}  # label -> [B, C, S] where generate returned audio only
         self.batches: list[Any] = []  # the loader batches the data were measured on
         self.seen: list[Any] = []  # their crops, for the nearest-example search

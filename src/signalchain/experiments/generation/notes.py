@@ -3,6 +3,9 @@ batch's tokens decoded the same way (the baseline comes from the pipeline's own 
 
 Runs only for a symbolic pipeline (golden `tokens` tapped with `kind="symbolic"`) that has
 `decode_notes` and whose `generate` returns token ids `[B, T]`; otherwise it measures nothing.
+The generated tokens are those of the family's measure when it ran (the configured sampling of its
+last checkpoint: a fresh model's tokens rarely decode to music); else one generate call here, on a
+fresh model, with the configured sampling.
 """
 
 from __future__ import annotations
@@ -50,7 +53,18 @@ def _bars(ctx: Context, n: int) -> list[float]:
     return out
 
 
-def measure_note_repetition(ctx: Context) -> NoteRepetitionMeasurement | None:
+def _from_family(outcome: Any) -> tuple[np.ndarray, str] | None:
+    """The configured run of the family's last checkpoint (else its fresh model's), as ids [B, T]."""
+    report, codes = getattr(outcome, "report", None), getattr(outcome, "codes", None) or {}
+    labels = [r.label for c in reversed(getattr(report, "checkpoints", None) or []) for r in c.runs[:1]]
+    for label in [*labels, "configured"]:
+        got = codes.get(label)
+        if got is not None and np.ndim(got) == 3 and np.shape(got)[1] == 1:
+            return np.asarray(got)[:, 0, :], label
+    return None
+
+
+def measure_note_repetition(ctx: Context, outcome: Any = None) -> NoteRepetitionMeasurement | None:
     p = ctx.pipeline
     if not {"generate", "decode_notes"} <= set(capabilities(p)):
         return None
@@ -59,14 +73,17 @@ def measure_note_repetition(ctx: Context) -> NoteRepetitionMeasurement | None:
         return None
     golden_ids = np.asarray(rec.value)
     length = int(min(golden_ids.shape[1], ctx.budget.gen_symbolic_tokens))
-    prompts = take(ctx.batch(), ctx.budget.gen_prompts)
-    sampling = {"max_frames": length, "seed": ctx.seed}
-    model = ctx.fresh_model()
-    seed_everything(ctx.seed)
-    with torch.no_grad():
-        ids = _ids(call_generate(p, model, prompts, sampling))
-    if ids is None:
-        return None
+    sampling: dict[str, Any] = {"max_frames": length, "seed": ctx.seed}
+    got = _from_family(outcome)
+    if got is not None:
+        ids, sampling = got[0], {"run": got[1]}
+    else:
+        model = ctx.fresh_model()
+        seed_everything(ctx.seed)
+        with torch.no_grad():
+            ids = _ids(call_generate(p, model, take(ctx.batch(), ctx.budget.gen_prompts), sampling))
+        if ids is None:
+            return None
     gen = _notes(p, ids)
     gold = _notes(p, golden_ids)
     bars = _bars(ctx, max(golden_ids.shape[0], ids.shape[0]))
