@@ -85,3 +85,16 @@ def test_audit_notes_judges_each_record() -> None:
 @pytest.mark.parametrize("records", [[], [{"caption": "metadata only"}]])
 def test_records_without_notes_keep_the_audio_path(records: list) -> None:
     assert not has_notes({"train": records})
+
+
+def test_three_splits_report_each_pair_once_from_the_evaluation_side() -> None:
+    pieces = _pieces(4, 12)
+    rows, tempo = pieces[0]
+    splits = {"train": [{"notes": r, "tempo": t} for r, t in pieces[:10]],
+              "valid": [{"notes": transposed(rows, 2), "tempo": tempo}, {"notes": pieces[10][0], "tempo": 90.0}],
+              "test": [{"notes": transposed(rows, 3), "tempo": tempo}, {"notes": pieces[11][0], "tempo": 90.0}]}
+    audit = audit_notes(splits)
+    pairs = sorted((audit.entries[m.a].ref, audit.entries[m.b].ref, m.shift) for m in audit.note_matches)
+    assert pairs == [("test[0]", "train[0]", 3), ("test[0]", "valid[0]", 1), ("valid[0]", "train[0]", 2)]
+    # one finding per evaluation split: test[0] is quoted with its best partner
+    assert {f.id for f in audit.findings} == {"split.transposed_copy"} and len(audit.findings) == 2

@@ -81,3 +81,12 @@ def test_drums_carry_no_key_and_bad_rows_are_dropped() -> None:
     nan = with_drums.copy()
     nan[0, COL["onset"]] = np.nan
     assert fingerprint_notes(nan, tempo).notes == len(with_drums) - 1
+
+
+def test_a_flat_pitch_profile_still_gives_the_shift() -> None:
+    rng = np.random.default_rng(9)
+    pitches = 60 + rng.permutation(np.tile(np.arange(12), 6))  # every pitch class as often: no key
+    rows = notes_table([(0, p, 0.5 * i, 0.5, 80, 0, 0) for i, p in enumerate(pitches)])
+    a, b = fingerprint_notes(rows, 100.0), fingerprint_notes(transposed(rows, 4), 100.0)
+    c = compare(a, b)
+    assert c.shift == 4 and c.agreement == 1.0 and c.melody == 1.0

@@ -99,16 +99,20 @@ def find_note_matches(entries: Sequence[Entry], fps: Sequence[SymbolicFingerprin
     stats = {"vectors": float(sum(not fp.empty for fp in fps)), "candidates": 0.0, "compared": 0.0}
     if len(sizes) < 2:
         return matches, stats
-    rank = side_rank(sizes)
+    side = side_rank(sizes)
+    rank = lambda split: (*side(split), split)  # noqa: E731  (two evaluation splits of one size: by name)
     done = {(m.a, m.b) for m in matches} | {(m.b, m.a) for m in matches}
-    per_item: dict[int, list[tuple[float, int]]] = defaultdict(list)
+    oriented: dict[tuple[int, int], float] = {}
     for (a, b), s in _candidates(entries, fps, sizes, threads, progress).items():
         if entries[a].split == entries[b].split or (a, b) in done or fps[a].exact == fps[b].exact:
             continue
         if rank(entries[b].split) < rank(entries[a].split):
             a, b = b, a
+        oriented[(a, b)] = max(s, oriented.get((a, b), -1.0))  # two evaluation splits find each other twice
+    per_item: dict[int, list[tuple[float, int]]] = defaultdict(list)
+    for (a, b), s in oriented.items():
         per_item[a].append((s, b))
-    pairs = sorted({(a, b, s) for a, c in per_item.items() for s, b in sorted(c, reverse=True)[:MAX_CANDIDATES]})
+    pairs = sorted((a, b, s) for a, c in per_item.items() for s, b in sorted(c, reverse=True)[:MAX_CANDIDATES])
     stats["candidates"] = float(len(pairs))
     if progress:
         progress(f"comparing {len(pairs):,} candidate pairs note by note")

@@ -178,9 +178,13 @@ def _shared(a: np.ndarray, b: np.ndarray, shift: int) -> float:
 def compare(a: SymbolicFingerprint, b: SymbolicFingerprint) -> Comparison:
     """How `b` relates to `a`: the transposition that best maps a's pitch classes onto b's (its octave
     from the melody's register), the tempo ratio, and the share of notes that agree once both are undone."""
-    corr = [float(np.dot(np.roll(a.pcp, k), b.pcp)) for k in range(12)]
-    k = int(np.argmax(corr))
-    agreement, melody = _shared(a.codes, b.codes, k), _shared(a.top_codes, b.top_codes, k)
+    corr = np.array([float(np.dot(np.roll(a.pcp, k), b.pcp)) for k in range(12)])
+    # The best of the likeliest shifts: the top three, and every one as likely as the first (a flat
+    # profile, chromatic or whole-tone music, does not tell them apart).
+    order = np.argsort(-corr, kind="stable")
+    likely = [int(k) for i, k in enumerate(order) if i < 3 or corr[k] >= corr[order[0]] * 0.98]
+    k, agreement, melody = max(((k, _shared(a.codes, b.codes, k), _shared(a.top_codes, b.top_codes, k))
+                                for k in likely), key=lambda x: x[1] + x[2])
     ratio = a.seconds_per_ioi / b.seconds_per_ioi if b.seconds_per_ioi > 0 else 1.0
     # The octave from the melody's register: a re-voicing moves the chords, a transposition everything.
     shift = k - 12 * int(round((k - (b.melody_register - a.melody_register)) / 12.0))
