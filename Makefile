@@ -30,6 +30,8 @@ test: setup
 # injected, which `compare` must blame on the `crop` stage (exit 1 is the expected verdict there).
 # Then the doctor: every family on the clean pipeline (no error: exit 0), and the flat-loss families
 # on a pipeline whose gradients are cleared before the optimizer step (exit 1 is the verdict).
+# Last, the symbolic bed's golden batch and its inspect page: a piano roll of each notes stage beside
+# each caption, with a player of its rendering (FluidSynth and a GM soundfont, or the fallback).
 demo: setup
 	@mkdir -p $(DEMO)
 	$(SC) capture --out $(DEMO)/golden --seed 0 --json $(DEMO)/capture.json
@@ -40,7 +42,9 @@ demo: setup
 	$(SC) doctor --json $(DEMO)/doctor.json --html $(DEMO)/doctor.html
 	$(SC) doctor --symptom flat-loss --fault zero_grad_before_step --json $(DEMO)/doctor-fault.json \
 		--html $(DEMO)/doctor-fault.html || test $$? -eq 1
-	@echo "reports: $(DEMO)/inspect.html $(DEMO)/compare.html $(DEMO)/compare-fault.html $(DEMO)/doctor.html $(DEMO)/doctor-fault.html"
+	$(SC) capture symbolic-bed --out $(DEMO)/symbolic-golden --seed 0 --json $(DEMO)/symbolic-capture.json
+	$(SC) inspect $(DEMO)/symbolic-golden --html $(DEMO)/symbolic-inspect.html
+	@echo "reports: $(DEMO)/inspect.html $(DEMO)/compare.html $(DEMO)/compare-fault.html $(DEMO)/doctor.html $(DEMO)/doctor-fault.html $(DEMO)/symbolic-inspect.html"
 
 # The quick benchmarks (ratios measured in one run); the others are run one by one (see benchmarks/).
 bench: setup

@@ -222,7 +222,7 @@ def inspect(golden: str, json_path: str | None, html_path: str | None, debug: bo
     g = load_golden(golden)
     print_trace(g.trace, con, title=f"{g.provenance.get('pipeline')} golden batch · {Path(g.path)}")
     findings = list(g.trace.problems)
-    if not any(r.kind == "audio" for r in g.trace):
+    if not any(r.kind == "audio" for r in g.trace) and not g.renderings:
         findings.append(
             Finding(
                 "inspect.no_audio",

@@ -56,6 +56,15 @@ class WavRef(_Strict):
     segments: list[Annotated[list[Count], Field(min_length=2, max_length=2)]]
 
 
+class RenderedRef(_Strict):
+    """The rendering of a notes stage, for listening (`rendered.py`): where it lies and what made it."""
+
+    path: Annotated[str, Field(min_length=1, max_length=300)]
+    segments: list[Annotated[list[Count], Field(min_length=2, max_length=2)]]
+    sample_rate: Annotated[int, Field(gt=0, le=1 << 31)]
+    renderer: Annotated[str, Field(max_length=1000)]
+
+
 class StageMeta(BaseModel):
     """Tap metadata: free JSON, except the keys signalchain itself reads back."""
 
@@ -64,6 +73,7 @@ class StageMeta(BaseModel):
     cardinality: Annotated[int, Field(gt=0, le=1 << 31)] | None = None
     lengths: list[Count] | None = None
     wav: WavRef | None = None
+    rendered: RenderedRef | None = None
 
 
 class SafetensorsValue(_Strict):

@@ -1,4 +1,5 @@
-"""Save and load a golden batch (DESIGN §5): manifest + safetensors + one WAV per audio stage.
+"""Save and load a golden batch (DESIGN §5): manifest + safetensors + one WAV per audio stage (and
+per notes stage, rendered for listening: `rendered.py`).
 
 A golden is data, never code. Nothing here unpickles or calls `torch.load`. Loading refuses, with
 a `GoldenFileError` naming the file: symlinks anywhere in the folder; pickles and torch archives
@@ -29,7 +30,7 @@ from ..errors import GoldenFileError, SignalchainError
 from ..findings import jsonable
 from ..stats import as_batch_audio, content_hash
 from ..trace import StageRecord, Trace
-from . import _swap
+from . import _swap, rendered
 from ._files import MANIFEST, VALUES, GoldenDir, golden_folder, refuse_code
 from .schema import SCHEMA, SCHEMA_VERSION, canonical_json, parse_manifest, seal, validate_manifest
 from .verify import check_arrays, check_manifest, check_values_metadata, check_wavs, inline_value
@@ -47,6 +48,8 @@ class Golden:
     trace: Trace
     provenance: dict[str, Any]
     manifest: dict[str, Any] = field(default_factory=dict)
+    #: notes stages rendered to sound at capture (stage → its examples laid end to end)
+    renderings: dict[str, rendered.Rendering] = field(default_factory=dict)
 
     def wav_path(self, stage: str) -> Path | None:
         rec = self.trace.get(stage)
@@ -79,9 +82,11 @@ def _unique_wav(stage: str, taken: set[str]) -> str:
 
 
 def _plan(trace: Trace, write_wavs: bool) -> tuple[list[dict[str, Any]], dict[str, np.ndarray], dict[str, Any]]:
-    """Stage headers, the arrays for safetensors, and the WAVs to write (relative path → audio, rate)."""
+    """Stage headers, the arrays for safetensors, and the WAVs to write (relative path → audio, rate,
+    subtype): each audio stage's own samples, and each notes stage rendered."""
     arrays: dict[str, np.ndarray] = {}
     stages, wavs, taken = [], {}, set()
+    cache: dict[bytes, Any] = {}
     for rec in trace:
         header = rec.header()
         meta, summary = dict(header["meta"]), dict(header["summary"])
@@ -93,11 +98,18 @@ def _plan(trace: Trace, write_wavs: bool) -> tuple[list[dict[str, Any]], dict[st
             # facts of the value itself, so that the loader can hold the manifest to them
             summary.update(dtype=str(arr.dtype), shape=list(arr.shape), hash=digest)
             meta.pop("wav", None)
+            meta.pop("rendered", None)
             if rec.kind == "audio" and write_wavs and rec.sample_rate and 1 <= arr.ndim <= 3:
                 joined, segments = join_examples(as_batch_audio(arr), rec.sample_rate)
                 rel = _unique_wav(rec.name, taken)
-                wavs[rel] = (joined, rec.sample_rate)
+                wavs[rel] = (joined, rec.sample_rate, "FLOAT")
                 meta["wav"] = {"path": rel, "segments": segments}
+            elif write_wavs and rendered.is_notes_stage(rec.kind, meta, arr.shape):
+                r = rendered.render_stage(arr, meta, cache)
+                rel = _unique_wav(rec.name, taken)
+                wavs[rel] = (r.audio, r.sample_rate, "PCM_16")
+                meta["rendered"] = {"path": rel, "segments": r.segments, "sample_rate": r.sample_rate,
+                                    "renderer": r.renderer}
         else:
             data = _inline(rec.value)
             digest = content_hash(data)
@@ -132,8 +144,8 @@ def save_golden(path: str | Path, trace: Trace, provenance: dict[str, Any], *, w
     tmp = _swap.make_temp(path)
     try:
         save_file(arrays, str(tmp / VALUES), metadata={"schema": SCHEMA})
-        for rel, (audio, rate) in wavs.items():
-            write_audio(tmp / rel, audio, rate)
+        for rel, (audio, rate, subtype) in wavs.items():
+            write_audio(tmp / rel, audio, rate, subtype=subtype)
         for rel in files:
             files[rel] = _sha256((tmp / rel).read_bytes())
         _write_manifest(tmp / MANIFEST, seal(manifest))
@@ -226,6 +238,7 @@ def _load(d: GoldenDir) -> Golden:
                               f"{str(exc)[:200]})") from None
     check_arrays(manifest, arrays, folder)
     check_wavs(manifest, arrays, contents, folder)
+    renderings = rendered.load_renderings(manifest, arrays, contents, folder)
     check_values_metadata(contents[VALUES], folder / VALUES)
     trace = Trace()
     for st, raw_st in zip(manifest.stages, obj["stages"]):
@@ -234,4 +247,4 @@ def _load(d: GoldenDir) -> Golden:
             name=st.name, order=st.order, kind=st.kind, dtype=st.dtype, shape=list(st.shape), device=st.device,
             summary=raw_st["summary"], meta=raw_st["meta"], value=value,
         ))
-    return Golden(path=folder, trace=trace, provenance=obj["provenance"], manifest=obj)
+    return Golden(path=folder, trace=trace, provenance=obj["provenance"], manifest=obj, renderings=renderings)

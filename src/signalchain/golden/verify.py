@@ -24,6 +24,7 @@ from ..errors import GoldenFileError
 from ..stats import as_batch_audio, content_hash
 from ..trace import is_audio_stage
 from ._files import AUDIO_DIR, VALUES
+from .rendered import check_rendered_entry
 from .schema import SCHEMA, InlineValue, Manifest, StageEntry
 
 __all__ = ["check_manifest", "check_arrays", "check_values_metadata", "check_wavs", "inline_value", "NONFINITE",
@@ -129,6 +130,7 @@ def check_manifest(m: Manifest, mpath: Path) -> None:
         if st.summary.get("hash") != st.value.sha256:
             raise _bad(mpath, f"{where}.summary.hash", "does not match the value's sha256")
         _check_wav(st, where, mpath, wavs)
+        check_rendered_entry(st, where, mpath, wavs, _WAV_FILE)
         if isinstance(st.value, InlineValue):
             _check_inline(st, where, mpath)
         else:
@@ -141,7 +143,8 @@ def check_manifest(m: Manifest, mpath: Path) -> None:
         extra, missing = sorted(listed - expected), sorted(expected - listed)
         what = (f"lists {', '.join(map(repr, extra[:3]))}, which no stage stores" if extra
                 else f"does not list {', '.join(map(repr, missing[:3]))}")
-        raise _bad(mpath, "files", f"{what}; a golden lists {VALUES} and one WAV per audio stage")
+        raise _bad(mpath, "files", f"{what}; a golden lists {VALUES} and one WAV per audio "
+                   "stage and per rendered notes stage")
 
 
 def _check_dtype(st: StageEntry, arr: np.ndarray, where: str, mpath: Path) -> None:

@@ -1,7 +1,8 @@
 """The `inspect` page: every stage of a golden batch in pipeline order, to read, see and hear.
 
 Captions are printed beside the exact audio segment they condition, and tokens decoded back to audio
-sit next to the audio they came from.
+sit next to the audio they came from. Symbolic pipelines get a piano roll of each notes stage beside
+the caption, with the player of its rendering (`symbolic_view.py`).
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ from ..trace import StageRecord, Trace
 from .describe import describe_record, fmt
 from .html import HtmlReport, audio_player, esc, findings_table, image_tag, table
 from .plots import audio_figure, codes_figure, histogram_figure, mask_figure
+from .symbolic_view import example_rolls_html, symbolic_stage_html
 
 __all__ = ["render_inspect", "provenance_html", "stage_html"]
 
 _MAX_EXAMPLES = 8
+_META_HIDDEN = ("wav", "rendered")  # where the golden keeps its WAVs: shown as players, not as numbers
+_META_ITEMS = 16  # a vocabulary of hundreds of strings is summarised, not printed
 
 
 def provenance_html(prov: dict[str, Any]) -> str:
@@ -54,8 +58,9 @@ def _audio_of(rec: StageRecord | None, i: int) -> str:
     return audio_player(batch[i], rec.sample_rate, f"{rec.name} #{i}")
 
 
-def _examples_html(trace: Trace) -> str:
-    """One card per example: the caption, its metadata, crop, and players for each audio stage."""
+def _examples_html(trace: Trace, golden: Golden | None = None) -> str:
+    """One card per example: the caption, its metadata, crop, players for each audio stage, and the
+    piano roll and rendering of each notes stage."""
     n = min(_examples(trace), _MAX_EXAMPLES)
     captions = trace.get("caption")
     meta = trace.get("metadata")
@@ -104,21 +109,36 @@ def _examples_html(trace: Trace) -> str:
             players.append(f"<div>tokens decoded ({esc(decoded.name)}): {_audio_of(decoded, i)}</div>")
         if original is not None and original is not heard:
             players.append(f"<div>source ({esc(original.name)}): {_audio_of(original, i)}</div>")
-        cards.append(f'<div class="example"><b>example {i}</b>{"".join(lines)}{"".join(players)}</div>')
+        rolls = example_rolls_html(golden, i) if golden is not None else ""
+        cards.append(f'<div class="example"><b>example {i}</b>{"".join(lines)}{"".join(players)}{rolls}</div>')
     return "".join(cards) or '<p class="muted">No per-example stages.</p>'
 
 
-def stage_html(rec: StageRecord, max_examples: int = _MAX_EXAMPLES) -> str:
+def _shown_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in meta.items():
+        if k in _META_HIDDEN:
+            continue
+        if isinstance(v, list) and len(v) > _META_ITEMS:
+            v = f"[{len(v)} items: {', '.join(map(repr, v[:4]))}, …]"
+        out[k] = v
+    return out
+
+
+def stage_html(rec: StageRecord, max_examples: int = _MAX_EXAMPLES, golden: Golden | None = None) -> str:
     """Statistics, and a picture and players where the kind has them."""
     parts = [f'<p class="mono">{esc(rec.kind)} · {esc(rec.dtype)} · shape {esc(rec.shape)} · {esc(rec.device)}</p>',
              f"<p>{esc(describe_record(rec))}</p>"]
-    meta = {k: v for k, v in rec.meta.items() if k != "wav"}
+    meta = _shown_meta(rec.meta)
     if meta:
         parts.append(f'<p class="muted">meta: {esc(meta)}</p>')
     v = rec.value
     if v is None:
         parts.append('<p class="muted">value not kept</p>')
         return "".join(parts)
+    symbolic = symbolic_stage_html(golden, rec, max_examples) if golden is not None else None
+    if symbolic is not None:
+        return "".join(parts) + symbolic
     if rec.kind == "audio":
         batch = as_batch_audio(v)
         rows = []
@@ -179,7 +199,7 @@ def render_inspect(golden: Golden) -> HtmlReport:
     report.section(
         "Stages in pipeline order", table(overview, ["#", "stage", "kind", "shape", "summary"], raw=True), "stages"
     )
-    report.section("Examples: each caption beside the audio it conditions", _examples_html(trace), "examples")
+    report.section("Examples: each caption beside the audio it conditions", _examples_html(trace, golden), "examples")
     for rec in trace:
-        report.section(f"{rec.order} · {rec.name}", stage_html(rec), f"stage-{rec.name}")
+        report.section(f"{rec.order} · {rec.name}", stage_html(rec, golden=golden), f"stage-{rec.name}")
     return report
