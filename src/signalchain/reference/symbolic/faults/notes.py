@@ -21,7 +21,7 @@ SECTION = "Inspect data before tuning the optimiser"
 
 
 @fault("transpose_includes_drums", FAMILY, "pitch shift augmentation applied to drums", SECTION,
-       ["symbolic.drums_transposed"], "notes.augmented", symptom="silent")
+       ["symbolic.drums_transposed"], "notes.augmented")
 def _transpose_includes_drums(p: SymbolicBedPipeline) -> None:
     def augment(notes: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         # Bug: the transposition is written over the whole pitch column (`notes[:, PITCH] += shift`,

@@ -39,7 +39,7 @@ def _bar_tokens_stripped(p: SymbolicBedPipeline) -> None:
 
 
 @fault("time_shift_without_carry", FAMILY, "positions past the bar", SECTION,
-       ["symbolic.structure", "symbolic.round_trip"], "tokens", symptom="repetitive")
+       ["symbolic.structure", "symbolic.round_trip"], "tokens")
 def _time_shift_without_carry(p: SymbolicBedPipeline) -> None:
     encode = p.encode
     res = p.cfg.tokenizer.resolution
@@ -62,7 +62,7 @@ def _time_shift_without_carry(p: SymbolicBedPipeline) -> None:
 
 
 @fault("eos_after_padding", FAMILY, "eos ids where pad ids belong", SECTION,
-       ["symbolic.structure", "mask.padding_trained"], "tokens", symptom="repetitive")
+       ["symbolic.structure", "mask.padding_trained"], "tokens", symptom="silent")
 def _eos_after_padding(p: SymbolicBedPipeline) -> None:
     def collate(seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         # Bug: the collate function pads the bodies first and then adds the specials around the
@@ -79,7 +79,7 @@ def _eos_after_padding(p: SymbolicBedPipeline) -> None:
 
 
 @fault("bos_cut_by_left_truncation", FAMILY, "bos ids where they do not belong", SECTION,
-       ["symbolic.structure", "symbolic.round_trip"], "tokens", symptom="repetitive")
+       ["symbolic.structure", "symbolic.round_trip"], "tokens")
 def _bos_cut_by_left_truncation(p: SymbolicBedPipeline) -> None:
     encode = p.encode
     max_tokens = 48

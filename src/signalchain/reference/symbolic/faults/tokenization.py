@@ -30,7 +30,7 @@ def _retokenize(p: SymbolicBedPipeline, **settings: Any) -> None:
 
 
 @fault("vocab_changed_after_cache", FAMILY, "the tokenizer's vocabulary changed between caching and training",
-       SECTION, ["symbolic.round_trip", "symbolic.structure"], "tokens", symptom="flat-loss")
+       SECTION, ["symbolic.round_trip", "symbolic.structure"], "tokens")
 def _vocab_changed_after_cache(p: SymbolicBedPipeline) -> None:
     # Bug: the token cache was written while the tokenizer still had miditok's 4-bin velocity
     # setting from the prototype; the config was moved to 8 bins afterwards and the cache kept
@@ -60,7 +60,7 @@ def _tokenizer_drops_time_signature(p: SymbolicBedPipeline) -> None:
 
 
 @fault("velocity_one_bin", FAMILY, "velocities quantised to one bin", SECTION,
-       ["symbolic.round_trip", "symbolic.collapsed"], "tokens", symptom="ignores-caption")
+       ["symbolic.round_trip", "symbolic.collapsed"], "tokens")
 def _velocity_one_bin(p: SymbolicBedPipeline) -> None:
     # Bug: "we do not model dynamics" was written as `num_velocities=1` instead of
     # `use_velocities=False`: every note is stored (and decoded) at velocity 127, fortissimo.
@@ -68,7 +68,7 @@ def _velocity_one_bin(p: SymbolicBedPipeline) -> None:
 
 
 @fault("velocity_hardcoded_in_export", FAMILY, "velocities quantised to one bin", SECTION,
-       ["symbolic.collapsed", "symbolic.round_trip"], "tokens", symptom="ignores-caption")
+       ["symbolic.collapsed", "symbolic.round_trip"], "tokens")
 def _velocity_hardcoded_in_export(p: SymbolicBedPipeline) -> None:
     def encode(window: Piece) -> list[int]:
         # Bug: the notes -> Score helper was written from a snippet that builds each note as
@@ -82,7 +82,7 @@ def _velocity_hardcoded_in_export(p: SymbolicBedPipeline) -> None:
 
 
 @fault("durations_only_for_drums", FAMILY, "durations quantised to one bin", SECTION,
-       ["symbolic.round_trip", "symbolic.collapsed"], "tokens", symptom="ignores-caption")
+       ["symbolic.round_trip", "symbolic.collapsed"], "tokens")
 def _durations_only_for_drums(p: SymbolicBedPipeline) -> None:
     # Bug: meant "no Duration tokens for drum hits" (their length means nothing), written as the
     # list of programs that KEEP durations: `use_note_duration_programs=[-1]` (drums only). Every
@@ -123,7 +123,7 @@ def _program_not_in_tokenizer(p: SymbolicBedPipeline) -> None:
 
 
 @fault("pitch_range_from_piano_config", FAMILY, "pitches outside the tokenizer's range are dropped", SECTION,
-       ["symbolic.round_trip"], "tokens", symptom="ignores-caption")
+       ["symbolic.round_trip"], "tokens")
 def _pitch_range_from_piano_config(p: SymbolicBedPipeline) -> None:
     # Bug: the `pitch_range` of a right-hand melody model (C4-C7, 60-96) is reused: the bass and
     # tenor lines of the chorales are dropped by the tokenizer without a warning.
