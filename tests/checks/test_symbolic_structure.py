@@ -103,3 +103,32 @@ def test_other_flat_tokenizers_do_not_misfire(name):
                                   special_tokens=["PAD", "BOS", "EOS"])
     t = symbolic_trace(clean_pieces(0), tok=getattr(miditok, name)(cfg))
     assert judge_structure(t) == [] and judge_empty(t) == []
+
+
+def test_durations_left_out_for_a_whole_program_are_the_tokenizers_choice_not_a_malformed_sequence():
+    # miditok's `use_note_duration_programs` leaves Duration out for the programs not listed (drums
+    # often): every note of that program lacks it, consistently, which is how the tokenizer writes.
+    dur = {TOK[s] for s in TOK.vocab if s.startswith("Duration_")}
+    assert judge_structure(symbolic_trace(clean_pieces(0), tok=TOK, edit_ids=lambda s: [[i for i in x if i not in dur]
+                                                                                         for x in s],
+                                          decoded=False)) == []
+
+
+def test_a_duration_missing_on_some_notes_of_a_program_that_has_them_elsewhere_is_malformed():
+    dur = {TOK[s] for s in TOK.vocab if s.startswith("Duration_")}
+
+    def drop_every_other(seqs):
+        out = []
+        for x in seqs:
+            seen, row = 0, []
+            for i in x:
+                if i in dur:
+                    seen += 1
+                    if seen % 2:
+                        continue
+                row.append(i)
+            out.append(row)
+        return out
+
+    f = structure(symbolic_trace(clean_pieces(0), tok=TOK, edit_ids=drop_every_other, decoded=False))
+    assert f.evidence["problem"] == "missing_attributes"

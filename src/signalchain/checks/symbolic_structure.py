@@ -17,6 +17,9 @@ __all__ = ["judge_structure", "judge_empty"]
 
 CHECK = "checks.symbolic"
 
+#: attributes a tokenizer may write for some programs only (miditok: `use_note_duration_programs`)
+PER_PROGRAM = frozenset({"Duration"})
+
 #: problem -> (token type responsible, what is wrong, what to look at)
 PROBLEMS: dict[str, tuple[str, str, str]] = {
     "out_of_range": ("id", "ids outside the vocabulary", "the ids were made with a larger vocabulary, or a special id "
@@ -57,11 +60,13 @@ def judge_structure(trace: Trace) -> list[Finding]:
     rows: dict[str, list[int]] = {k: [] for k in PROBLEMS}
     counts: dict[str, int] = dict.fromkeys(PROBLEMS, 0)
     detail: dict[str, Any] = {}
+    attrs = vocab.attributes()
+    written = _attributes_written(tok.ids, vocab, attrs)
     for b, ids in enumerate(tok.ids):
         ts = (4, 4)  # miditok's bar before any TimeSig token (and always, without them)
         ev = walk(ids, vocab, ts)
-        attrs = vocab.attributes()
-        missing = [m for m in ev.missing_attributes if m[0] < ev.length - len(attrs)]  # a crop may cut the last note
+        missing = [m for m in ev.missing_attributes if m[0] < ev.length - len(attrs)  # a crop may cut the last note
+                   and (m[1] not in PER_PROGRAM or (_program_at(ids, vocab, m[0]), m[1]) in written)]
         no_bar = vocab.has("Bar") and ev.bars == 0 and ev.pitch_tokens > 0 and (
             ev.position_backwards > 0 or ev.length > 2 * positions_per_bar(ts, res))
         found = {"out_of_range": len(ev.out_of_range), "no_bar": int(no_bar),
@@ -90,6 +95,34 @@ def judge_structure(trace: Trace) -> list[Finding]:
                  hint=PROBLEMS[top][2], token_type=PROBLEMS[top][0], problem=top, problems=found,
                  counts={k: counts[k] for k in found}, examples={k: rows[k] for k in found}, detail=detail,
                  vocabulary=len(vocab), resolution=res)]
+
+
+def _program_at(ids: np.ndarray, vocab: Any, i: int) -> str | None:
+    """The value of the last Program token before index i (None without one)."""
+    for j in range(i - 1, -1, -1):
+        t = int(ids[j])
+        if 0 <= t < len(vocab) and vocab.types[t] == "Program":
+            return vocab.values[t]
+        if 0 <= t < len(vocab) and vocab.types[t] == "Bar":
+            break
+    return None
+
+
+def _attributes_written(ids: np.ndarray, vocab: Any, attrs: tuple[str, ...]) -> set[tuple[str | None, str]]:
+    """(program, attribute type) pairs that follow some Pitch of that program in the batch.
+
+    A tokenizer may leave Duration out for some programs by design (miditok's
+    `use_note_duration_programs`, often without drums): a Pitch lacking it is malformed only where the
+    same program carries it elsewhere in the batch. Velocity has no such switch: it is always judged."""
+    out: set[tuple[str | None, str]] = set()
+    note_types = set(NOTE_EVENT_TYPES)
+    for row in np.asarray(ids):
+        types = [vocab.types[int(t)] if 0 <= int(t) < len(vocab) else "" for t in row]
+        for i, typ in enumerate(types):
+            if typ in note_types:
+                program = _program_at(row, vocab, i)
+                out.update((program, t) for t in types[i + 1 : i + 1 + len(attrs)] if t in attrs)
+    return out
 
 
 def _empty_token_rows(trace: Trace) -> list[int] | None:
