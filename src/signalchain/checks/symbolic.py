@@ -232,13 +232,29 @@ def judge_round_trip(trace: Trace) -> list[Finding]:
     mismatch = notes > 0 and tally.matched / notes < 0.5 and len([t for t in blamed if t in note_types]) >= 2
     top = blamed[0]
     counts = {t: tally.count[t] for t in blamed}
-    per = ", ".join(f"{t} {c}" for t, c in counts.items())
+    per = "; ".join(_said(t, c, notes if t in note_types else songs, tally.examples.get(t, []))
+                    for t, c in counts.items())
     return [make("symbolic.round_trip", "error", "tokens",
-                 f"{name} -> tokens -> notes.decoded disagrees beyond the tokenizer's resolution ({per}; "
-                 f"{notes} notes and {songs} pieces judged); token type responsible: {top}",
+                 f"{name} -> tokens -> notes.decoded disagrees beyond the tokenizer's resolution, token type "
+                 f"responsible: {top} ({per})",
                  CHECK, hint=_hint(top, vocab, tally, mismatch), token_type=top, token_types=blamed, counts=counts,
                  notes=notes, pieces=songs, source=name, vocabulary_mismatch=mismatch, truncated=tally.truncated,
                  examples={t: tally.examples.get(t, []) for t in blamed}, resolution=vocab.resolution)]
+
+
+def _said(typ: str, count: int, judged: int, examples: list[dict[str, Any]]) -> str:
+    """'Tempo: 8 of 8 pieces, e.g. example 0 95.0 -> 120.0' (the first recorded disagreement)."""
+    unit = "notes" if typ in ("Pitch", "Position", "Duration", "Velocity", "Program") else "pieces"
+    said = f"{typ}: {count} of {judged} {unit}"
+    if examples:
+        first = {k: v for k, v in examples[0].items() if k not in ("example", "why")}
+        why = f" ({examples[0]['why']})" if "why" in examples[0] else ""
+        if "decoded" in first and len(first) == 2:
+            key = next(k for k in first if k != "decoded")
+            said += f", e.g. example {examples[0]['example']} {key} {first[key]} -> {first['decoded']}"
+        else:
+            said += f", e.g. example {examples[0]['example']} " + ", ".join(f"{k} {v}" for k, v in first.items()) + why
+    return said
 
 
 SYMBOLIC_CHECKS = (judge_round_trip, judge_structure, judge_collapsed, judge_drums_transposed, judge_empty)
