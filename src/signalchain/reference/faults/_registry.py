@@ -87,11 +87,40 @@ def apply_faults(pipeline: ReferencePipeline, names: Sequence[str]) -> None:
         get_fault(name).apply(pipeline)
 
 
-
-
 def catalogue(family: str | None = None) -> list[Fault]:
     """Every registered fault (of one family), in registration order."""
     return [f for f in CATALOGUE.values() if family is None or f.family == family]
+
+
+class BedCatalogue:
+    """A bed's own catalogue (HF, symbolic): its table, filled by importing every public module of
+    `package` on first use, with the reference's lookup and apply."""
+
+    def __init__(self, package: str, families: Sequence[str] = FAMILIES):
+        self.package = package
+        self.table: dict[str, Fault] = {}
+        self.fault = fault_decorator(self.table, families)
+
+    def _load(self) -> None:
+        import importlib
+        import pkgutil
+
+        pkg = importlib.import_module(self.package)
+        for info in pkgutil.iter_modules(pkg.__path__):
+            if not info.name.startswith("_"):
+                importlib.import_module(f"{self.package}.{info.name}")
+
+    def get_fault(self, name: str) -> Fault:
+        self._load()
+        return lookup(self.table, name)
+
+    def apply_faults(self, pipeline: Any, names: Sequence[str]) -> None:
+        for name in names:
+            self.get_fault(name).apply(pipeline)
+
+    def catalogue(self, family: str | None = None) -> list[Fault]:
+        self._load()
+        return [f for f in self.table.values() if family is None or f.family == family]
 
 
 def patch_model(p: Any, edit: Callable[[Any], None]) -> None:

@@ -2,40 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from ...faults._registry import BedCatalogue, Fault, patch_model
 
-from ...faults._registry import Fault, fault_decorator, lookup, patch_model
+__all__ = ["CATALOGUE", "Fault", "fault", "apply_faults", "get_fault", "catalogue", "patch_model"]
 
-__all__ = ["CATALOGUE", "fault", "apply_faults", "get_fault", "catalogue", "patch_model"]
-
-CATALOGUE: dict[str, Fault] = {}
-fault = fault_decorator(CATALOGUE)
-
-
-def get_fault(name: str) -> Fault:
-    _load()
-    return lookup(CATALOGUE, name)
-
-
-def apply_faults(pipeline: Any, names: Sequence[str]) -> None:
-    _load()
-    for name in names:
-        get_fault(name).apply(pipeline)
-
-
-def catalogue(family: str | None = None) -> list[Fault]:
-    _load()
-    return [f for f in CATALOGUE.values() if family is None or f.family == family]
-
-
-def _load() -> None:
-    """Import every fault module of the package (registration happens on import)."""
-    import importlib
-    import pkgutil
-
-    from .. import faults as pkg
-
-    for info in pkgutil.iter_modules(pkg.__path__):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{pkg.__name__}.{info.name}")
+_BED = BedCatalogue(__name__.rsplit(".", 1)[0])
+CATALOGUE = _BED.table
+fault, get_fault, apply_faults, catalogue = _BED.fault, _BED.get_fault, _BED.apply_faults, _BED.catalogue
