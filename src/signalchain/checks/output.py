@@ -17,7 +17,7 @@ from ..records.output import DecoderProbe, FileMeasurement, RouteMeasurement
 from ..stats import SILENCE_DBFS
 from .base import Rule, make
 
-__all__ = ["judge_file", "judge_route", "judge_decoder", "overshoot", "FILE_RULES", "FileExpectation",
+__all__ = ["judge_file", "judge_route", "judge_decoder", "judge_coverage", "overshoot", "FILE_RULES", "FileExpectation",
            "LOW_BIT_SUBTYPES", "FLOAT_SUBTYPES"]
 
 CHECK = "checks.output"
@@ -281,3 +281,15 @@ def judge_decoder(probe: DecoderProbe | None) -> list[Finding]:
                  hint="the decoder receives codes in the wrong layout: codes are [B, K, T]; a reshape where a "
                       "transpose/permute belongs interleaves codebooks and frames", far_share=probe.far_share,
                  window=probe.window, frames=probe.frames)]
+
+
+def judge_coverage(cov: dict[str, object]) -> list[Finding]:
+    """`output.unchecked` (info) when the output family could look at nothing: no audio stage, no decoder
+    probe, no generated audio. A family that did not run reports no health; it says why it did not."""
+    if cov.get("stages") or cov.get("decoder") or cov.get("generated"):
+        return []
+    why = list(cov.get("not_checked") or [])  # type: ignore[call-overload]
+    return [make("output.unchecked", "info", None, "the output route could not be checked: " + "; ".join(why),
+                 CHECK, hint="tap the audio stages with sample_rate=, and give the pipeline `decode` and `render` (or "
+                             "`generate` + `decode`) to have the route from tokens to the written file checked; a "
+                             "symbolic pipeline's output is judged by the symbolic family", not_checked=why)]
