@@ -79,7 +79,6 @@ def test_sample_rate_declared_wrongly():
 
 def test_overshoot_is_judged_on_the_written_stage_only():
     from _overshoot import clean, hot
-
     from signalchain.checks.audio import judge_overshoot
 
     x = hot()[None, None]  # [B, C, T]

@@ -197,7 +197,6 @@ def test_inspect_judges_a_written_stage_beyond_full_scale(tmp_path, runner):
     same golden's decoded stage past ±1 (an untrained decoder does that) is not judged."""
     from _overshoot import SR, hot
     from _traces import make_trace
-
     from signalchain.golden import save_golden
 
     x = hot(peak_db=7.8, share=0.0017)[None, None]

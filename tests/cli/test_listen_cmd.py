@@ -90,7 +90,6 @@ def test_listen_judges_a_float_overshoot_and_draws_it(tmp_path: Path, monkeypatc
     """The issue's file: a float WAV at +7.8 dBFS, 0.17% of it past full scale, was 'No findings' and drawn
     clipped to ±1. Now a warning with its numbers (exit 0: nothing is an error) and a waveform that shows it."""
     from _overshoot import clean, hot
-
     from signalchain.report import listen_page
 
     sf.write(tmp_path / "render.wav", hot(peak_db=7.8, share=0.0017), SR, subtype="FLOAT")

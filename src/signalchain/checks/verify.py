@@ -233,8 +233,8 @@ def _skipped_text(skipped: dict[str, dict[str, str]]) -> str:
 def _steps_on_every_seed(v: VerifyVerdict) -> dict[str, list[str]]:
     """Control family -> the steps it judged on the fixed state on every seed."""
     fams = dict.fromkeys(f for s in v.seeds for f in s.control_ran)
-    return {f: [st for st in (v.seeds[0].control_ran.get(f) or []) if all(st in s.control_ran.get(f, []) for s in v.seeds)]
-            for f in fams}
+    first = v.seeds[0].control_ran if v.seeds else {}
+    return {f: [st for st in first.get(f, []) if all(st in s.control_ran.get(f, []) for s in v.seeds)] for f in fams}
 
 
 def _needs(skipped: dict[str, dict[str, str]]) -> list[str]:
