@@ -40,7 +40,6 @@ __all__ = [
     "family_order",
     "ordered_steps",
     "judge",
-    "judged_steps",
     "register",
     "run_doctor",
     "run_family",
@@ -222,11 +221,6 @@ def _note(log: dict[str, dict[str, Any]] | None, step: Step, status: str, why: s
           checks: Sequence[str] = (), ids: Sequence[str] = ()) -> None:
     if log is not None:
         log[step.name] = {"status": status, "why": why, "checks": list(checks), "ids": sorted(set(ids))}
-
-
-def judged_steps(steps: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """The steps of one family's log (`DoctorResult.steps[family]`) whose judges read a real record."""
-    return [name for name, entry in steps.items() if entry.get("status") == JUDGED]
 
 
 def run_family(fam: Family, ctx: Context, log: dict[str, dict[str, Any]] | None = None) -> list[Finding]:
