@@ -75,3 +75,20 @@ def test_sample_rate_declared_wrongly():
     t = make_trace(("audio.original", x, {"sample_rate": SR, "lengths": lengths}),
                    ("audio.resampled", x, {"sample_rate": SR // 2, "lengths": lengths}))
     assert ("audio.sample_rate", "audio.resampled") in found(t)
+
+
+def test_overshoot_is_judged_on_the_written_stage_only():
+    from _overshoot import clean, hot
+    from signalchain.checks.audio import judge_overshoot
+
+    x = hot()[None, None]  # [B, C, T]
+    (f,) = judge_overshoot(make_trace(("audio.written", x, {"sample_rate": SR, "subtype": "FLOAT"})))
+    assert (f.id, f.stage, f.severity.value) == ("audio.overshoot", "audio.written", "warning")
+    assert f.evidence["peak_dbfs"] == pytest.approx(7.8, abs=0.01)
+    assert f.evidence["beyond_full_scale"] == int((np.abs(x) > 1 + 2**-15).sum()) and "0.17%" in f.message
+    pcm = judge_overshoot(make_trace(("audio.written", x, {"sample_rate": SR, "subtype": "PCM_16"})))
+    assert "the PCM_16 writer clips them" in pcm[0].message
+    # float values past ±1 before the writer are not lost: an untrained decoder's output, resampling ringing
+    assert judge_overshoot(make_trace(("audio.decoded", 2.5 * x, {"sample_rate": SR}),
+                                      ("audio.resampled", 1.06 * clean(0.0)[None, None], {"sample_rate": SR}))) == []
+    assert judge_overshoot(make_trace(("audio.written", clean(-1.0)[None, None], {"sample_rate": SR}))) == []

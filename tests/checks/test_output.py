@@ -123,3 +123,61 @@ def test_route_judge_merges_files_with_the_same_problem(tmp_path: Path) -> None:
 def test_decoder_judge(far: float | None, fires: bool) -> None:
     found = judge_decoder(DecoderProbe(frames=100, changed=[20, 50, 80], far_share=far, window=6))
     assert [(f.id, f.stage) for f in found] == ([("tokens.codebook_order", "audio.decoded")] if fires else [])
+
+
+# ---- float overshoot: values beyond ±1 that a PCM writer or a player will clip ------------------------
+
+def test_a_float_file_beyond_full_scale_is_an_overshoot_with_its_numbers(tmp_path: Path) -> None:
+    from _overshoot import hot
+
+    x = hot(peak_db=7.8, share=0.0017)
+    sf.write(tmp_path / "hot.wav", x, SR, subtype="FLOAT")
+    (f,) = judge_file(measure_file(tmp_path / "hot.wav"))
+    over = int((np.abs(x) > 1 + 2**-15).sum())
+    assert (f.id, f.severity.value, f.stage) == ("audio.overshoot", "warning", "audio.written")
+    assert f.evidence["peak_dbfs"] == pytest.approx(7.8, abs=0.01)
+    assert f.evidence["beyond_full_scale"] == over and f.evidence["fraction"] == pytest.approx(over / x.size)
+    assert f.evidence["fraction"] == pytest.approx(0.0017, abs=5e-5)
+    assert "+7.8 dBFS" in f.message and "0.17% of samples" in f.message and f"{over:,} of {x.size:,}" in f.message
+    assert "clips them" in f.message and "wraps them" in f.message
+    assert "gain -7.8 dB" in f.hint and f"{1 / np.abs(x).max():.3g}" in f.hint  # computed from the peak
+    # what the hint says a 16-bit writer does is what soundfile does
+    sf.write(tmp_path / "hot16.wav", x, SR, subtype="PCM_16")
+    y, _ = sf.read(tmp_path / "hot16.wav")
+    assert np.abs(y).max() <= 1.0 and (np.abs(y) >= 32767 / 32768).sum() >= over
+
+
+def test_float_files_within_full_scale_are_silent(tmp_path: Path) -> None:
+    from _overshoot import clean
+
+    for peak_db in (-1.0, 0.0):  # a file normalised to exactly full scale is not an overshoot
+        sf.write(tmp_path / "ok.wav", clean(peak_db), SR, subtype="FLOAT")
+        assert judge_file(measure_file(tmp_path / "ok.wav")) == []
+    sf.write(tmp_path / "ok64.wav", clean(-1.0).astype(np.float64), SR, subtype="DOUBLE")
+    assert judge_file(measure_file(tmp_path / "ok64.wav")) == []
+
+
+def test_overshoot_and_clipping_keep_apart(tmp_path: Path) -> None:
+    from _overshoot import hot
+
+    x = hot(peak_db=7.8, share=0.0017)
+    # the same samples clipped before a float writer: stuck at full scale, not beyond it
+    sf.write(tmp_path / "clipped.wav", np.clip(x * 4, -1, 1), SR, subtype="FLOAT")
+    assert _ids(tmp_path / "clipped.wav") == {"output.clipped"}
+    # a gain applied twice into a float writer: far beyond full scale (not "at" it): an error past 1 %
+    sf.write(tmp_path / "gain_twice.wav", _music() * 40.0, SR, subtype="FLOAT")
+    (f,) = judge_file(measure_file(tmp_path / "gain_twice.wav"))
+    assert (f.id, f.severity.value) == ("audio.overshoot", "error") and f.evidence["fraction"] > 0.5
+    # a PCM file cannot hold an overshoot: what its writer clipped is output.clipped, as before
+    sf.write(tmp_path / "int16.wav", _music() * 40.0, SR, subtype="PCM_16")
+    assert _ids(tmp_path / "int16.wav") == {"output.clipped"}
+
+
+def test_a_fresh_models_render_that_overshoots_is_info(tmp_path: Path) -> None:
+    from _overshoot import hot
+
+    sf.write(tmp_path / "render.wav", hot(), SR, subtype="FLOAT")
+    route = RouteMeasurement([1, 4, 50], 64, 0, [], None, None, decoded_dbfs=[-20.0], decoded_rate=SR,
+                             files=[measure_file(tmp_path / "render.wav")])
+    (f,) = judge_route(route)
+    assert (f.id, f.severity.value) == ("audio.overshoot", "info") and "fresh, untrained model" in f.message

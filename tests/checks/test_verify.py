@@ -7,7 +7,7 @@ import math
 import pytest
 from scipy import stats
 
-from signalchain.checks.verify import improvement_interval, judge_seed, judge_verify, verdict_of
+from signalchain.checks.verify import failure_rate, improvement_interval, judge_seed, judge_verify, verdict_of
 from signalchain.records.verify import ErrorSeen, Measure, SideRun, VerifyMeasurement
 
 DROP = Measure("overfit_drop", "overfit drop", True)
@@ -17,14 +17,24 @@ FIRST = ErrorSeen("nonfinite.first", "loss")
 CAPTION = ErrorSeen("caption.empty", "caption")
 
 
-def run(seed, errors=(), measure=None, control=(), where=(), failed=None):
-    return SideRun(seed, list(errors), list(control), measure, where=list(where), failed=failed)
+#: What the doctor's step log says of a control family that looked (`experiments.doctor.run_family`).
+LOOKED = {"conditioning": {"captions": {"status": "judged", "why": "", "checks": ["judge_empty"], "ids": []}}}
+#: ... and of one that could not: no caption tapped, no loader.
+BLIND = {"conditioning": {
+    "data": {"status": "skipped", "why": "the conditioning family did not run: the step taps no `caption` stage",
+             "checks": ["no_caption"], "ids": []}}}
+NO_LOADER = {"conditioning": {"loader": {"status": "skipped", "why": "no loader", "checks": [], "ids": []}}}
 
 
-def verification(before, after, measure=DROP, control=("conditioning",)):
+def run(seed, errors=(), measure=None, control=(), where=(), failed=None, control_steps=LOOKED, steps=None):
+    return SideRun(seed, list(errors), list(control), measure, where=list(where), failed=failed, steps=steps,
+                   control_steps=control_steps)
+
+
+def verification(before, after, measure=DROP, control=("conditioning",), waived=False):
     seeds = [b.seed for b in before]
     return VerifyMeasurement("broken", "fixed", "flat-loss", ["optimisation"], list(control), measure, seeds,
-                             before, after)
+                             before, after, control_waived=waived, alternatives=["numerics", "audio"])
 
 
 def ids(m):
@@ -143,7 +153,7 @@ def test_one_seed_has_no_interval_and_no_measure_judges_on_errors_alone():
     assert ids(m) == ["verify.fixed"] and verdict_of(m).interval is None
 
 
-def test_the_interval_is_a_student_t_interval():
+def test_the_interval_of_a_continuous_measure_is_a_student_t_interval():
     xs = [0.4, 0.5, 0.9]
     i = improvement_interval(xs)
     mean = sum(xs) / 3
@@ -157,3 +167,107 @@ def test_the_interval_is_a_student_t_interval():
 def test_lower_is_better_measures_are_signed_so_that_positive_is_better():
     s = judge_seed(run(0, [FIRST], 5.0), run(0, [], 0.0), NONFINITE)
     assert s.improvement == 5.0 and s.measure_ok and s.verdict == "fixed"
+
+
+# ---- absence is not a pass ----------------------------------------------------------------------------
+
+def test_a_control_that_could_not_run_makes_the_verdict_inconclusive():
+    # the issue: --symptom nan on a pipeline with no caption: the conditioning control looked at nothing
+    before = [run(s, [FIRST], 1.0) for s in range(2)]
+    after = [run(s, [], 0.0, control_steps=BLIND) for s in range(2)]
+    m = verification(before, after, NONFINITE)
+    (f,) = judge_verify(m)
+    assert (f.id, f.severity.value) == ("verify.inconclusive", "warning")
+    assert "could not run on the fixed state" in f.message and "taps no `caption` stage" in f.message
+    assert "holds" not in f.message and "pass" not in f.message and "fixed:" not in f.message
+    assert "--control F (outside the families under test: numerics, audio)" in f.hint and "--control none" in f.hint
+    assert f.evidence["control_skipped"] == {"conditioning": {"data": BLIND["conditioning"]["data"]["why"]}}
+    v = verdict_of(m)
+    assert v.verdict == "inconclusive" and v.tests() == {"failure_gone": True, "control_ok": None, "every_seed": True}
+    assert [s.verdict for s in v.seeds] == ["inconclusive", "inconclusive"]
+
+
+def test_a_control_that_ran_some_steps_is_evidence_and_says_which():
+    partial = {"conditioning": {**LOOKED["conditioning"], **NO_LOADER["conditioning"]}}
+    m = verification([run(s, [GRAD], 0.0) for s in range(3)], [run(s, [], 0.5, control_steps=partial)
+                                                                 for s in range(3)])
+    (f,) = judge_verify(m)
+    assert f.id == "verify.fixed" and "conditioning judged captions" in f.message
+    assert f.evidence["control_judged"] == {"conditioning": ["captions"]}
+
+
+@pytest.mark.parametrize("steps", [None, {}, NO_LOADER], ids=["not reported", "no family", "only skipped"])
+def test_a_control_with_nothing_judged_is_never_a_pass(steps):
+    m = verification([run(s, [GRAD], 0.0) for s in range(3)], [run(s, [], 0.5, control_steps=steps)
+                                                                 for s in range(3)])
+    assert ids(m) == ["verify.inconclusive"]
+
+
+def test_a_blind_control_on_one_seed_is_enough_to_withhold_the_verdict():
+    after = [run(0, [], 0.5), run(1, [], 0.5, control_steps=BLIND), run(2, [], 0.5)]
+    m = verification([run(s, [GRAD], 0.0) for s in range(3)], after)
+    (f,) = judge_verify(m)
+    assert f.id == "verify.inconclusive" and "on seed(s) 1" in f.message
+
+
+def test_no_control_at_all_is_inconclusive_unless_waived():
+    before = [run(s, [GRAD], 0.0, control_steps={}) for s in range(2)]
+    after = [run(s, [], 0.5, control_steps={}) for s in range(2)]
+    assert ids(verification(before, after, control=())) == ["verify.inconclusive"]
+    (f,) = judge_verify(verification(before, after, control=(), waived=True))
+    assert f.id == "verify.fixed" and "no control was run (--control none)" in f.message
+    assert verdict_of(verification(before, after, control=(), waived=True)).tests()["control_ok"] is None
+
+
+def test_an_error_whose_step_the_fix_skipped_is_not_shown_gone():
+    # the failing state's error came from a step that needs a loader; the fixed state has none
+    found = {"data": {"loader": {"status": "judged", "why": "", "checks": ["judge_loader"], "ids": ["loader.repeats"]},
+                      "golden": {"status": "judged", "why": "", "checks": ["judge"], "ids": []}}}
+    lost = {"data": {"loader": {"status": "skipped", "why": "no loader", "checks": [], "ids": []},
+                     "golden": {"status": "judged", "why": "", "checks": ["judge"], "ids": []}}}
+    repeats = ErrorSeen("loader.repeats", "loader")
+    m = verification([run(s, [repeats], None, steps=found) for s in range(2)],
+                     [run(s, [], None, steps=lost) for s in range(2)], NONFINITE)
+    (f,) = judge_verify(m)
+    assert f.id == "verify.inconclusive" and "loader.repeats@loader" in f.message
+    assert verdict_of(m).tests()["failure_gone"] is None
+    looked = {"data": {**lost["data"], "loader": found["data"]["loader"] | {"ids": []}}}
+    assert ids(verification([run(s, [repeats], None, steps=found) for s in range(2)],
+                            [run(s, [], None, steps=looked) for s in range(2)], NONFINITE)) == ["verify.fixed"]
+
+
+def test_a_definite_failure_is_reported_even_when_the_control_could_not_run():
+    m = verification([run(s, [GRAD], 0.0) for s in range(2)], [run(s, [GRAD], 0.0, control_steps=BLIND)
+                                                                for s in range(2)])
+    assert ids(m) == ["verify.failure_persists"]
+
+
+# ---- intervals fit their measure --------------------------------------------------------------------------
+
+def test_a_measure_with_a_goal_is_a_0_1_outcome_with_a_binomial_interval():
+    # the issue: "95% Student t, 2 seeds (1 df): +1 to +1" on one NaN loss going to none
+    m = verification([run(s, [FIRST], 1.0) for s in range(2)], [run(s, [], 0.0) for s in range(2)], NONFINITE)
+    v = verdict_of(m)
+    assert v.interval is None and (v.rate.passed, v.rate.n) == (2, 2)
+    assert v.rate.high == pytest.approx(1 - 0.025 ** 0.5)  # Clopper-Pearson upper bound of 0 failures in 2
+    (f,) = judge_verify(m)
+    assert "Student" not in f.message
+    assert "the failure is gone on 2 of 2 seeds; with 2 seeds a failure rate up to 84% is still possible" in f.message
+
+
+def test_a_continuous_measure_keeps_its_t_interval_beside_the_seed_rate():
+    m = verification([run(s, [GRAD], 0.0) for s in range(3)], [run(s, [], 0.5 + 0.05 * s) for s in range(3)])
+    v = verdict_of(m)
+    assert "Student t" in v.interval.method and v.rate.passed == 3
+    assert v.rate.high == pytest.approx(1 - 0.025 ** (1 / 3))  # 71%
+    assert "up to 71%" in judge_verify(m)[0].message
+
+
+@pytest.mark.parametrize("passed, n", [(0, 1), (1, 1), (1, 3), (2, 3), (5, 5)])
+def test_the_seed_rate_is_clopper_pearson(passed, n):
+    r = failure_rate(passed, n)
+    k = n - passed  # failures
+    low = 0.0 if k == 0 else stats.beta.ppf(0.025, k, n - k + 1)
+    high = 1.0 if k == n else stats.beta.ppf(0.975, k + 1, n - k)
+    assert (r.low, r.high) == (pytest.approx(low), pytest.approx(high))
+    assert f"{passed} of {n} seed" in r.text

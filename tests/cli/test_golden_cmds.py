@@ -190,3 +190,21 @@ def test_a_tampered_second_golden_is_exit_2(golden, runner, tmp_path):
     _one_line_error(
         runner.invoke(cli, ["compare", str(golden), str(other)]), "manifest.json: was changed after capture"
     )
+
+
+def test_inspect_judges_a_written_stage_beyond_full_scale(tmp_path, runner):
+    """A golden whose written audio overshoots: `audio.overshoot` (warning, exit 0) with its numbers; the
+    same golden's decoded stage past ±1 (an untrained decoder does that) is not judged."""
+    from _overshoot import SR, hot
+    from _traces import make_trace
+    from signalchain.golden import save_golden
+
+    x = hot(peak_db=7.8, share=0.0017)[None, None]
+    trace = make_trace(("audio.decoded", 2.0 * x, {"sample_rate": SR}),
+                       ("audio.written", x, {"sample_rate": SR, "subtype": "FLOAT"}))
+    save_golden(tmp_path / "g", trace, {"pipeline": "hand-made", "seed": 0})
+    res = runner.invoke(cli, ["inspect", str(tmp_path / "g"), "--json", str(tmp_path / "i.json")])
+    assert res.exit_code == 0, res.output
+    (f,) = json.loads((tmp_path / "i.json").read_text())["findings"]
+    assert (f["id"], f["severity"], f["stage"]) == ("audio.overshoot", "warning", "audio.written")
+    assert "+7.8 dBFS" in f["message"] and "0.17% of samples" in f["message"]

@@ -84,3 +84,30 @@ def test_listen_usage_errors(folder: Path, tmp_path_factory: pytest.TempPathFact
     empty = tmp_path_factory.mktemp("empty")
     code, text = _run(str(empty))
     assert code == 2 and "no audio files" in text
+
+
+def test_listen_judges_a_float_overshoot_and_draws_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's file: a float WAV at +7.8 dBFS, 0.17% of it past full scale, was 'No findings' and drawn
+    clipped to ±1. Now a warning with its numbers (exit 0: nothing is an error) and a waveform that shows it."""
+    from _overshoot import clean, hot
+    from signalchain.report import listen_page
+
+    sf.write(tmp_path / "render.wav", hot(peak_db=7.8, share=0.0017), SR, subtype="FLOAT")
+    sf.write(tmp_path / "fine.wav", clean(-1.0), SR, subtype="FLOAT")
+    drawn: dict[str, float] = {}
+    real = listen_page.audio_figure
+
+    def spy(audio: np.ndarray, sr: int | None, title: str = "") -> bytes:
+        drawn[Path(title).name] = float(np.abs(audio).max())
+        return real(audio, sr, title)
+
+    monkeypatch.setattr(listen_page, "audio_figure", spy)
+    out = tmp_path / "r.json"
+    code, text = _run(str(tmp_path), "--json", str(out), "--html", str(tmp_path / "r.html"))
+    assert code == 0, text
+    (f,) = json.loads(out.read_text())["findings"]
+    assert (f["id"], f["severity"], Path(f["evidence"]["path"]).name) == ("audio.overshoot", "warning", "render.wav")
+    assert "+7.8 dBFS" in f["message"] and "0.17% of samples" in f["message"] and "gain -7.8 dB" in f["hint"]
+    assert "0.17%" in text
+    assert drawn["render.wav"] == pytest.approx(10 ** (7.8 / 20), rel=1e-4)  # the page draws what the file holds
+    assert drawn["fine.wav"] == pytest.approx(10 ** (-1 / 20), rel=1e-4)

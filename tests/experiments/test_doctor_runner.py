@@ -177,3 +177,33 @@ def test_no_family_orchestrates_by_hand():
     for path in FAMILIES_DIR.glob("*.py"):
         text = path.read_text()
         assert not re.search(r"ctx\.timed|ctx\.attempt|run_check|missing_capability", text), path.name
+
+
+def cannot_judge(record):
+    return [make("pipeline.capability_missing", "info", None, "the t family did not run: no `x` tapped", "tests")]
+
+
+def test_the_step_log_says_what_each_step_judged_and_why_the_others_did_not():
+    """`verify` counts a control only through steps that judged a real record (absence is not a pass)."""
+    fam = Family("t", "test", steps=(
+        Step("judged", measure=lambda ctx: 2, judges=(found,)),
+        Step("clean", measure=lambda ctx: 3, judges=(lambda r: [],)),
+        Step("gen", needs=("generate",), needed_by="checks.t.gen", measure=lambda ctx: 1, judges=(found,)),
+        Step("blind", measure=lambda ctx: 4, judges=(cannot_judge,)),
+        Step("nothing", measure=lambda ctx: None, judges=(found,)),
+        Step("crash", measure=boom, judges=(found,)),
+        Step("unneeded", when=lambda ctx: False, measure=lambda ctx: 5, judges=(found,)),
+        Step("feeds", measure=lambda ctx: 6),
+        Step("picture", show=lambda r: {}),
+    ))
+    log: dict = {}
+    run_family(fam, _ctx(), log)
+    assert {k: v["status"] for k, v in log.items()} == {
+        "judged": "judged", "clean": "judged", "gen": "skipped", "blind": "skipped", "nothing": "empty",
+        "crash": "crashed", "unneeded": "not needed", "feeds": "measured"}
+    assert log["judged"]["ids"] == ["test.found"] and log["clean"]["ids"] == []
+    assert log["gen"]["why"] == "no generate" and "no `x` tapped" in log["blind"]["why"]
+    assert "measure went wrong" in log["crash"]["why"]
+    whole: dict = {}
+    run_family(Family("w", "test", needs=("scaler",), steps=(Step("s", judges=(found,)),)), _ctx(), whole)
+    assert whole == {"s": {"status": "skipped", "why": "no scaler", "checks": [], "ids": []}}

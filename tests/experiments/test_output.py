@@ -154,3 +154,30 @@ def test_silence_pattern_reads_a_per_codebook_padding_mask_too() -> None:
             tap("mask.padding", mask)
         found.append(silence_pattern(t))
     assert found[0] == found[1] == [7, 8, 9]
+
+
+def test_a_pipeline_with_no_audio_gets_no_healthy_verdict() -> None:
+    """A caption-free token model with no audio stage, no decode, no render (a symbolic pipeline is the same
+    case): the family said "every stage … is audible and correctly scaled". It could look at nothing."""
+    from signalchain.pipeline import load_pipeline
+
+    plain = load_pipeline(f"{Path(__file__).with_name('verify_pipelines.py')}:plain_fixed")
+    r = run_doctor(ProtocolView(plain), families=["output"], budget="economy")
+    assert not [f for f in r.findings if f.severity.value != "info"], r.findings
+    (f,) = [f for f in r.findings if f.id == "output.unchecked"]
+    assert "could not be checked" in f.message and "no `decode`" in f.message and "no audio stage" in f.message
+    text = r.metrics["output.verdict"]["text"]
+    assert text.startswith("The output route could not be checked") and "correctly" not in text
+    assert r.steps["output"]["route"] == {"status": "skipped", "why": "no render", "checks": [], "ids": []}
+
+
+def test_a_route_without_a_written_file_says_what_it_did_not_check() -> None:
+    class NoRender(ReferencePipeline):
+        render = None  # generate + decode only: the route ends at the decoded audio
+
+    r = run_doctor(ProtocolView(NoRender()), families=["output"], budget="economy")
+    assert not [f for f in r.findings if f.severity.value != "info"] and "output.unchecked" not in {
+        f.id for f in r.findings}
+    text = r.metrics["output.verdict"]["text"]
+    assert text.startswith("No sound problem found in what could be checked") and "decoded to audio" in text
+    assert "Not checked: no file was written" in text and "written file is audible" not in text

@@ -125,3 +125,25 @@ def test_a_failing_state_that_does_not_fail_is_not_reproducible():
 def test_the_numerics_family_still_locates_the_source_under_nan_to_num():
     r = run_doctor(ProtocolView(fix("masked_nan")), ["numerics"], seed=0, budget="economy")
     assert any(f.id == "nonfinite.first" and f.stage in ("loss", "loss.per_codebook") for f in r.findings)
+
+
+def test_the_states_return_what_each_family_judged_and_a_control_without_captions_looks_at_nothing():
+    """A user's own caption-free loop (verify_pipelines.PlainLoop): the NaN is found and fixed, and the default
+    control (conditioning) cannot look at anything: the verdict is inconclusive, never fixed."""
+    m = run_verify(state(fix("plain_nan"), "plain_nan"), state(fix("plain_fixed"), "plain_fixed"), symptom="nan",
+                   seeds=[0, 1])
+    assert m.control == ["conditioning"] and "conditioning" not in m.alternatives and "data" not in m.alternatives
+    for side in (m.before, m.after):
+        for r in side:
+            assert r.steps["numerics"]["measure"]["status"] == "judged"
+            assert r.control_steps["conditioning"]["data"]["status"] == "skipped"
+            assert "caption" in r.control_steps["conditioning"]["data"]["why"]
+    assert "nonfinite.loss" in m.before[0].steps["numerics"]["measure"]["ids"]
+    v = verdict_of(m)
+    assert v.verdict == "inconclusive" and v.interval is None and (v.rate.passed, v.rate.n) == (2, 2)
+    assert [f.id for f in judge_verify(m)] == ["verify.inconclusive"]
+    # the same fix with a control that can look at this pipeline: judged, and fixed
+    m = run_verify(state(fix("plain_nan"), "plain_nan"), state(fix("plain_fixed"), "plain_fixed"),
+                   families=["numerics"], control=["data"], seeds=[0])
+    assert verdict_of(m).verdict == "fixed", judge_verify(m)
+    assert "data judged" in judge_verify(m)[0].message

@@ -67,3 +67,52 @@ def flat_fixed_captions_dropped() -> ReferencePipeline:
 def clean_flat_failing() -> ReferencePipeline:
     """A "failing state" that does not fail: the reference with no fault."""
     return ReferencePipeline()
+
+
+class PlainLoop:
+    """A user's own small unconditional token model: no captions, no loader, no audio; only the protocol.
+
+    `soft_kl=True` writes the loss as a KL against one-hot targets, `t * (log t - log p)`: the zeros of
+    `t` make 0 * log 0 = NaN. The fix is the cross-entropy it meant. `signalchain verify --symptom nan`
+    on it has no control to run: the conditioning family needs a caption, and this model has none.
+    """
+
+    name = "plain-loop"
+    card = 16
+
+    def __init__(self, soft_kl: bool = False):
+        self.soft_kl = soft_kl
+
+    def golden_batch(self, seed: int) -> torch.Tensor:
+        g = torch.Generator().manual_seed(seed)
+        return torch.randint(0, self.card, (4, 1, 24), generator=g)  # [B, K=1, T]
+
+    def build_model(self, seed: int) -> torch.nn.Module:
+        torch.manual_seed(seed)
+        return torch.nn.Sequential(torch.nn.Embedding(self.card, 16), torch.nn.Linear(16, self.card))
+
+    def build_optimizer(self, model: torch.nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def step(self, model, batch, tap=lambda stage, value, **meta: value):
+        tokens = tap("tokens", batch, cardinality=self.card)
+        inputs, targets = tokens[..., :-1], tokens[..., 1:]
+        tap("targets", targets)
+        mask = tap("mask.loss", torch.ones_like(targets, dtype=torch.bool))
+        logits = tap("logits", model(inputs))  # [B, 1, T-1, V]
+        logp = torch.log_softmax(logits, -1)
+        if self.soft_kl:
+            t = torch.nn.functional.one_hot(targets, self.card).float()
+            loss = (t * (t.log() - logp)).sum(-1)[mask].mean()
+        else:
+            loss = torch.nn.functional.nll_loss(logp[mask], targets[mask])
+        tap("loss", loss)
+        return {"loss": loss, "logits": logits, "targets": targets, "mask": mask}
+
+
+def plain_nan() -> PlainLoop:
+    return PlainLoop(soft_kl=True)
+
+
+def plain_fixed() -> PlainLoop:
+    return PlainLoop()

@@ -1,7 +1,8 @@
 """One audio file measured as a player reads it: the decode that never raises (`decode_file`,
 shared by `listen`, the output family and the dataset audit) and the `FileMeasurement` of
 `signalchain listen` and the output route (`measure_file`: header, subtype, level statistics,
-denormal share, and float data re-read as 16-bit PCM when the header may lie).
+denormal share, samples beyond full scale, and float data re-read as 16-bit PCM when the header
+may lie).
 """
 
 from __future__ import annotations
@@ -20,7 +21,17 @@ from ._files import open_regular
 from ._riff import WavClaim, wav_claim
 from .io import AudioFile, read_audio
 
-__all__ = ["decode_file", "measure_file", "wav_header"]
+__all__ = ["decode_file", "measure_file", "wav_header", "FULL_SCALE_STEP", "beyond_full_scale"]
+
+#: One step of 16-bit PCM: a float sample further than this past ±1 is changed by a PCM_16 writer (clipped).
+FULL_SCALE_STEP = 2.0**-15
+
+
+def beyond_full_scale(x: np.ndarray) -> int:
+    """How many finite samples of `x` lie past full scale by more than one 16-bit step."""
+    with np.errstate(invalid="ignore"):
+        a = np.abs(np.asarray(x, dtype=np.float64))
+    return int(np.count_nonzero(np.isfinite(a) & (a > 1.0 + FULL_SCALE_STEP)))
 
 
 def decode_file(path: str | Path) -> tuple[AudioFile | None, str | None]:
@@ -71,7 +82,8 @@ def measure_file(path: str | Path) -> FileMeasurement:
     nonzero = a[a > 0]
     rep = FileMeasurement(path=str(path), sample_rate=af.sample_rate, subtype=af.subtype, format=af.format,
                           channels=af.channels, frames=af.frames, stats=audio_example_summary(x, af.sample_rate),
-                          denormal_share=float((nonzero < 1e-30).mean()) if nonzero.size else 0.0)
+                          denormal_share=float((nonzero < 1e-30).mean()) if nonzero.size else 0.0,
+                          over_samples=int(np.count_nonzero(a > 1.0 + FULL_SCALE_STEP)))
     header = wav_header(path) if af.format == "WAV" else None
     # little-endian RIFF only: 16-bit PCM bytes under a 32-bit float header (a byte edit, a wrong writer flag)
     if header is not None and header.container == b"RIFF" and header.format_tag in (3, 0xFFFE) and header.bits == 32:

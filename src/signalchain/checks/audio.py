@@ -10,11 +10,13 @@ from collections.abc import Set
 
 import numpy as np
 
+from ..audio.measure import FULL_SCALE_STEP, beyond_full_scale
 from ..findings import Finding
 from ..trace import StageRecord, Trace
 from .base import Rule, make
+from .output import overshoot
 
-__all__ = ["judge_audio", "AUDIO_RULES", "SILENT_DBFS", "SCALE_PEAK"]
+__all__ = ["judge_audio", "judge_overshoot", "AUDIO_RULES", "SILENT_DBFS", "SCALE_PEAK", "WRITTEN"]
 
 CHECK = "checks.audio"
 SILENT_DBFS = -60.0
@@ -24,6 +26,7 @@ DC_LIMIT = 0.05
 CLIP_SHARE = 1e-3
 SCALE_PEAK = 1.5  # a float peak this far past full scale is a scale bug (integer samples as float), not clipping
 OUTPUT_STAGES = ("audio.decoded", "audio.written")  # judged by the output checks, their own route
+WRITTEN = "audio.written"  # the audio a writer is given (or that was read back): what a listener gets
 
 
 def _examples(rec: StageRecord) -> list[dict]:
@@ -239,4 +242,26 @@ def judge_audio(trace: Trace) -> list[Finding]:
                 out.append(finding)
                 reported.add(fid)
         prev = rec
+    return out
+
+
+def judge_overshoot(trace: Trace) -> list[Finding]:
+    """`audio.overshoot` on the written stage(s) of a trace (what `inspect` adds to a golden's own problems).
+
+    Only `audio.written`: it is what a writer or a player gets. Float values past ±1 elsewhere are not
+    lost: resampling rings past full scale (the reference's clean `audio.resampled` peaks at 1.06) and
+    an untrained decoder's `audio.decoded` peaks where it likes (the reference's at 2.4-3.3); nothing
+    clips them until they are written. The page draws every stage on a scale that shows them."""
+    out: list[Finding] = []
+    for rec in trace:
+        if rec.kind != "audio" or rec.name.split("#")[0] != WRITTEN or not _examples(rec):
+            continue
+        peak = _peak(rec)
+        if not peak > 1.0 + FULL_SCALE_STEP:  # NaN peaks: audio.nonfinite's business
+            continue
+        count = total = None
+        if rec.has_value:
+            v = np.asarray(rec.value)
+            count, total = beyond_full_scale(v), int(v.size)
+        out.append(overshoot(rec.name, rec.name, CHECK, peak, count, total, rec.meta.get("subtype")))
     return out

@@ -9,14 +9,16 @@ file-level judge also serves `signalchain listen` on any audio file.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import NamedTuple
 
-from ..findings import Finding
+from ..findings import Finding, Severity
 from ..records.output import DecoderProbe, FileMeasurement, RouteMeasurement
 from ..stats import SILENCE_DBFS
 from .base import Rule, make
 
-__all__ = ["judge_file", "judge_route", "judge_decoder", "FILE_RULES", "FileExpectation", "LOW_BIT_SUBTYPES"]
+__all__ = ["judge_file", "judge_route", "judge_decoder", "judge_coverage", "overshoot", "FILE_RULES", "FileExpectation",
+           "LOW_BIT_SUBTYPES", "FLOAT_SUBTYPES"]
 
 CHECK = "checks.output"
 LOW_BIT_SUBTYPES = {"PCM_U8": 8, "PCM_S8": 8, "ULAW": 8, "ALAW": 8, "IMA_ADPCM": 4, "MS_ADPCM": 4, "DWVW_12": 12,
@@ -24,6 +26,8 @@ LOW_BIT_SUBTYPES = {"PCM_U8": 8, "PCM_S8": 8, "ULAW": 8, "ALAW": 8, "IMA_ADPCM":
 SCALED_DB = 30.0  # written this much quieter than decoded: a wrong conversion, not a normalisation
 CLIP_SHARE = 0.01
 FAR_SHARE = 0.5  # share of a one-frame change that the decoder puts far from that frame
+FLOAT_SUBTYPES = ("FLOAT", "DOUBLE")  # the file subtypes that can hold samples beyond full scale
+HEADROOM_DB = 1.0  # the hint's second gain leaves this much below full scale
 
 
 class FileExpectation(NamedTuple):
@@ -93,8 +97,47 @@ def _scaled(f: FileMeasurement, x: FileExpectation) -> list[Finding]:
     return []
 
 
+def _share_over(f: FileMeasurement) -> float:
+    total = f.channels * f.frames
+    return f.over_samples / total if total else 0.0
+
+
+def overshoot(where: str, stage: str, check: str, peak: float, count: int | None, total: int | None,
+              subtype: str | None, **evidence: object) -> Finding:
+    """`audio.overshoot`: float samples of `where` beyond full scale, and what happens to them next.
+
+    A warning; an error when more than `CLIP_SHARE` of the samples are past full scale (as many as
+    `output.clipped` needs: that much of the sound is lost to whoever clips it). `count`/`total`
+    None: only the peak is known."""
+    peak_db = 20 * math.log10(peak)
+    share = count / total if count is not None and total else None
+    how_many = (f"; {100 * share:.2g}% of samples ({count:,} of {total:,}) lie beyond full scale"
+                if share is not None else "")
+    pcm = subtype is not None and subtype not in FLOAT_SUBTYPES
+    fate = (f"the {subtype} writer clips them to ±1" if pcm else
+            "a 16-bit writer (soundfile/libsndfile's FLOAT→PCM_16 conversion) clips them to ±1, a hand cast "
+            "(x * 32767).astype(int16) wraps them round to the opposite sign, and players clip them on playback")
+    gain, room = -peak_db, -peak_db - HEADROOM_DB
+    return make("audio.overshoot", "error" if share is not None and share > CLIP_SHARE else "warning", stage,
+                f"{where}: float samples peak at {peak_db:+.1f} dBFS ({peak:.3g}){how_many}: {fate}", check,
+                hint=f"scale by the peak before writing: multiply by {1 / peak:.3g} (gain {gain:.1f} dB), or by "
+                     f"{10 ** (room / 20):.3g} ({room:.1f} dB) to keep {HEADROOM_DB:g} dB of headroom",
+                peak=peak, peak_dbfs=peak_db, beyond_full_scale=count, samples=total, fraction=share,
+                gain_db=gain, subtype=subtype, **evidence)
+
+
+def _overshoot(f: FileMeasurement, x: FileExpectation) -> list[Finding]:
+    """A float file holding samples beyond ±1: stored as they are, clipped by whatever reads them next."""
+    if f.subtype not in FLOAT_SUBTYPES or f.over_samples == 0:
+        return []
+    return [overshoot(f.path, x.stage, CHECK, float(f.stats.get("peak", 0.0)), f.over_samples,
+                      f.channels * f.frames, f.subtype, path=f.path, sample_rate=f.sample_rate)]
+
+
 def _clipped(f: FileMeasurement, x: FileExpectation) -> list[Finding]:
-    clip = f.stats.get("clipping_fraction", 0.0)
+    """Samples stuck at full scale (clipped before or by the writer); a float file's samples beyond
+    full scale are not clipped yet: `audio.overshoot` says what will clip them."""
+    clip = f.stats.get("clipping_fraction", 0.0) - _share_over(f)
     if not clip > CLIP_SHARE:
         return []
     return [make("output.clipped", "error", x.stage, f"{f.path}: {100 * clip:.1f}% of samples sit at full scale",
@@ -154,6 +197,7 @@ FILE_RULES: tuple[Rule, ...] = (
     Rule(("output.header",), _garbage_header, final=True),
     Rule(("output.silent",), _silent),
     Rule(("output.scaled",), _scaled),
+    Rule(("audio.overshoot",), _overshoot),
     Rule(("output.clipped",), _clipped),
     Rule(("audio.dc_offset",), _dc_offset),
     Rule(("audio.channel_cancel",), _out_of_phase),
@@ -164,7 +208,7 @@ FILE_RULES: tuple[Rule, ...] = (
 
 def judge_file(f: FileMeasurement, expect_rate: int | None = None, expect_subtype: str | None = None,
                stage: str = "audio.written", decoded_dbfs: float | None = None) -> list[Finding]:
-    """What a listener would get from this file: level, clipping, DC, phase, rate, subtype, header."""
+    """What a listener would get from this file: level, clipping, overshoot, DC, phase, rate, subtype, header."""
     expect = FileExpectation(expect_rate, expect_subtype, stage, decoded_dbfs)
     out: list[Finding] = []
     for rule in FILE_RULES:
@@ -217,6 +261,9 @@ def judge_route(route: RouteMeasurement) -> list[Finding]:
             per_file.setdefault(finding.id, []).append(finding)
     for same in per_file.values():  # one finding per problem, naming how many files share it
         first = same[0]
+        if first.id == "audio.overshoot":  # a fresh model's level says little about a trained one's
+            first = dataclasses.replace(first, severity=Severity.INFO, message=first.message + (
+                " (a fresh, untrained model's render: the writer does not scale what it is given)"))
         if len(same) > 1:
             first = dataclasses.replace(
                 first, message=first.message + f" (and {len(same) - 1} more of the {len(route.files)} written files)",
@@ -234,3 +281,15 @@ def judge_decoder(probe: DecoderProbe | None) -> list[Finding]:
                  hint="the decoder receives codes in the wrong layout: codes are [B, K, T]; a reshape where a "
                       "transpose/permute belongs interleaves codebooks and frames", far_share=probe.far_share,
                  window=probe.window, frames=probe.frames)]
+
+
+def judge_coverage(cov: dict[str, object]) -> list[Finding]:
+    """`output.unchecked` (info) when the output family could look at nothing: no audio stage, no decoder
+    probe, no generated audio. A family that did not run reports no health; it says why it did not."""
+    if cov.get("stages") or cov.get("decoder") or cov.get("generated"):
+        return []
+    why = list(cov.get("not_checked") or [])  # type: ignore[call-overload]
+    return [make("output.unchecked", "info", None, "the output route could not be checked: " + "; ".join(why),
+                 CHECK, hint="tap the audio stages with sample_rate=, and give the pipeline `decode` and `render` (or "
+                             "`generate` + `decode`) to have the route from tokens to the written file checked; a "
+                             "symbolic pipeline's output is judged by the symbolic family", not_checked=why)]

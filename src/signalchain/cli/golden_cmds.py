@@ -221,7 +221,10 @@ def inspect(golden: str, json_path: str | None, html_path: str | None, debug: bo
     con = console()
     g = load_golden(golden)
     print_trace(g.trace, con, title=f"{g.provenance.get('pipeline')} golden batch · {Path(g.path)}")
-    findings = list(g.trace.problems)
+    from ..checks.audio import judge_overshoot
+    from ..checks.base import run_check
+
+    findings = list(g.trace.problems) + run_check("checks.audio.judge_overshoot", judge_overshoot, g.trace)
     if not any(r.kind == "audio" for r in g.trace) and not g.renderings:
         findings.append(
             Finding(

@@ -132,7 +132,7 @@ def _judge(path: str, rep: FileMeasurement, rate: int | None, subtype: str | Non
 @guarded
 def listen(paths: tuple[str, ...], rate: int | None, subtype: str | None, json_path: str | None,
            html_path: str | None, debug: bool) -> int:
-    """Check audio files (WAV/FLAC/OGG/MP3; folders are searched): level, silence, clipping, DC,
+    """Check audio files (WAV/FLAC/OGG/MP3; folders are searched): level, silence, clipping, float overshoot, DC,
     channel phase, and the header's rate, subtype and format against what the data hold."""
     if rate is not None and rate <= 0:
         raise UsageError(f"--rate must be a positive number of Hz, got {rate}")
@@ -160,8 +160,9 @@ def listen(paths: tuple[str, ...], rate: int | None, subtype: str | None, json_p
             findings += _judge(path, rep, rate, subtype)
             bar.advance(task)
     t = Table(title=f"listen · {len(reports)} files")
-    for h in HEADERS:
-        t.add_column(h, overflow="fold")
+    longest = max((len(r.path) for r in reports), default=4)
+    for h in HEADERS:  # the file names keep their width first (up to 80 columns); the numbers fold
+        t.add_column(h, overflow="fold", min_width=min(longest, 80) if h == "file" else None)
     for r in reports:
         t.add_row(*file_row(r))
     con.print(t)

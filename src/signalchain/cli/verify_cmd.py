@@ -20,9 +20,12 @@ from ..report.verify_page import render_verify, verify_json, verify_lines, verif
 from ._common import common_options, emit, guarded, resolve_pipeline, shield_exits
 from .golden_cmds import inject_faults as with_faults
 
-__all__ = ["verify"]
+__all__ = ["verify", "INCONCLUSIVE_EXIT"]
 
 _MAX_SEEDS = 50
+#: `verify`'s exit status when a test could not run (no control judged anything, or a step that found the
+#: failure did not run on the fix): 0 fixed, 1 not fixed, 2 usage or internal error, 3 inconclusive.
+INCONCLUSIVE_EXIT = 3
 
 
 @click.command()
@@ -62,7 +65,9 @@ def verify(before_spec: str | None, before_faults: tuple[str, ...], after_spec: 
     """Confirm that a fix solved the right problem: run the --symptom's families (or --family) on the failing
     state (--before, --before-fault) and the fixed one (--after, --after-fault) over --seeds seeds, and test that
     (1) every error of the failing state is gone and the symptom's measure improved, (2) the control families
-    show no new error, (3) the verdict holds on every seed. Exit 0 fixed, 1 not confirmed, 2 usage."""
+    show no new error, (3) the verdict holds on every seed. Exit 0 fixed, 1 not fixed (an error finding: the
+    failure persists, the control regressed, or it does not reproduce), 2 usage, 3 inconclusive (a warning: a test
+    could not run, e.g. no control family could judge anything on this pipeline; nothing is confirmed)."""
     con = console()
     if not 1 <= seeds <= _MAX_SEEDS:
         raise UsageError(f"--seeds {seeds} is not a number of seeds: give 1 to {_MAX_SEEDS} (3 is the default)")
@@ -108,7 +113,10 @@ def verify(before_spec: str | None, before_faults: tuple[str, ...], after_spec: 
     seconds = time.perf_counter() - t0
     findings = judge_verify(m)
     v = verdict_of(m)
+    # inconclusive is neither a pass (0 would let `verify && merge` through on absent evidence) nor an error
+    # finding (nothing was shown wrong): its own code, so that a script can tell it apart
+    code = INCONCLUSIVE_EXIT if v.verdict == "inconclusive" else None
     return emit(con, findings, title=f"verify · {v.verdict}", show=[verify_table(m, v), *verify_lines(m, v),
                                                                    f"{seconds:.1f} s"],
                 json_path=json_path, fields=dict(verify=verify_json(m, v), seconds=round(seconds, 2)),
-                html_path=html_path, page=lambda: render_verify(findings, m, v, seconds))
+                html_path=html_path, page=lambda: render_verify(findings, m, v, seconds), code=code)

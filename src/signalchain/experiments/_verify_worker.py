@@ -4,8 +4,9 @@
 started by file path with the commit's worktree as the current folder and first on `PYTHONPATH`
 (as the bisect worker is), so the pipeline is that commit's code. It runs the doctor's families
 on the pipeline (`PipelineState.evaluate`) and writes the findings and figure dicts as strict JSON
-to FILE. When the code cannot be imported or run, it exits non-zero and its last stderr line is
-`signalchain-verify-worker: <why>`.
+to FILE (the figures carry the doctor's step log under `verify.steps`: what each family judged,
+without which the caller counts no control evidence). When the code cannot be imported or run,
+it exits non-zero and its last stderr line is `signalchain-verify-worker: <why>`.
 """
 
 from __future__ import annotations

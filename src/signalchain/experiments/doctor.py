@@ -158,6 +158,7 @@ class DoctorResult:
     timings: dict[str, float] = field(default_factory=dict)
     trace: Trace | None = None
     seconds: float = 0.0
+    steps: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # family -> run_family's log
 
 
 def select_families(families: Sequence[str] = (), symptom: str | None = None) -> tuple[list[str], list[str]]:
@@ -209,19 +210,40 @@ def _value(ctx: Context, spec: Any, record: Any, mine: list[Finding]) -> Any:
     return spec(ctx)
 
 
-def run_family(fam: Family, ctx: Context) -> list[Finding]:
-    """Run one family's steps; return their findings (a crash outside an isolated step raises)."""
+#: `DoctorResult.steps` statuses. Only JUDGED is evidence: a judge read a real record (and did not
+#: answer that it could not judge). The others say why a step is not evidence.
+JUDGED, MEASURED, SKIPPED, NOT_NEEDED, EMPTY, CRASHED = "judged", "measured", "skipped", "not needed", "empty", \
+    "crashed"
+_CANNOT = "pipeline.capability_missing"  # what a judge answers when it could not judge (a stage not tapped)
+
+
+def _note(log: dict[str, dict[str, Any]] | None, step: Step, status: str, why: str = "",
+          checks: Sequence[str] = (), ids: Sequence[str] = ()) -> None:
+    if log is not None:
+        log[step.name] = {"status": status, "why": why, "checks": list(checks), "ids": sorted(set(ids))}
+
+
+def run_family(fam: Family, ctx: Context, log: dict[str, dict[str, Any]] | None = None) -> list[Finding]:
+    """Run one family's steps; return their findings (a crash outside an isolated step raises).
+
+    `log`, when given, gets one entry per step that did something or was skipped for a reason
+    (`{"status", "why", "checks", "ids"}`, statuses above): what the family actually looked at."""
     out: list[Finding] = []
     gap = _gap(ctx.pipeline, fam.needs)
     if gap is not None:
+        for step in fam.steps:
+            _note(log, step, SKIPPED, f"no {gap}")
         return [missing_capability(ctx.pipeline, gap, fam.needed_by)]  # type: ignore[list-item]
     for step in ordered_steps(fam):
         if step.when is not None and not step.when(ctx):
+            if step.measure is not None or step.judges:
+                _note(log, step, NOT_NEEDED)
             continue
         gap = _gap(ctx.pipeline, step.needs)
         if gap is not None:
             if step.needed_by:
                 out.append(missing_capability(ctx.pipeline, gap, step.needed_by))  # type: ignore[arg-type]
+            _note(log, step, SKIPPED, f"no {gap}")
             continue
         if step.say:
             ctx.say(step.say)
@@ -237,17 +259,33 @@ def run_family(fam: Family, ctx: Context) -> list[Finding]:
                     record = step.measure(ctx, *args)
             except Exception as exc:
                 if not step.isolated:
+                    _note(log, step, CRASHED, f"{type(exc).__name__}: {exc}"[:200])
                     raise
                 out.append(crash_finding(key or f"{fam.name}.{step.name}", exc))
+                _note(log, step, CRASHED, f"{type(exc).__name__}: {exc}"[:200])
                 continue
             ctx.results[f"{fam.name}.{step.name}"] = record
             if step.result:
                 ctx.results[step.result] = record
             if _nothing(record) and not step.empty_ok:
+                _note(log, step, EMPTY, "nothing to measure")
                 continue
+        elif step.reads and _nothing(record) and not step.empty_ok and step.judges:
+            _note(log, step, EMPTY, f"{step.reads[0]} holds nothing")  # judges below say what None means
+        mine: list[Finding] = []
+        names = []
         for j in step.judges:
             j = j if isinstance(j, Judge) else Judge(j)
-            out += run_check(check_name(j.fn), j.fn, *[_value(ctx, x, record, out) for x in j.inputs])
+            names.append(check_name(j.fn))
+            mine += run_check(names[-1], j.fn, *[_value(ctx, x, record, out + mine) for x in j.inputs])
+        out += mine
+        cannot = [f for f in mine if f.id == _CANNOT]
+        if cannot and len(cannot) == len(mine):
+            _note(log, step, SKIPPED, cannot[0].message, names)
+        elif step.judges and not (log is not None and log.get(step.name, {}).get("status") == EMPTY):
+            _note(log, step, JUDGED, "", names, [f.id for f in mine if f.id != _CANNOT])
+        elif step.measure is not None and not step.judges:
+            _note(log, step, MEASURED)
         if step.show is not None:
             try:  # the pictures never sink the findings
                 shown = dict(step.show(record))
@@ -297,11 +335,12 @@ def run_doctor(pipeline: Pipeline, families: Sequence[str] = (), symptom: str | 
                   progress=progress)
     t0 = time.perf_counter()
     flush = torch.set_flush_denormal(True)  # diverging runs make denormals, which are very slow on CPUs
+    steps: dict[str, dict[str, dict[str, Any]]] = {}
     for name in names:
         ctx.say(name)
         with ctx.timed(name):
             try:
-                ctx.findings.extend(run_family(FAMILIES[name], ctx))
+                ctx.findings.extend(run_family(FAMILIES[name], ctx, steps.setdefault(name, {})))
             except Exception as exc:
                 ctx.findings.append(crash_finding(name, exc))
     if flush:
@@ -311,4 +350,5 @@ def run_doctor(pipeline: Pipeline, families: Sequence[str] = (), symptom: str | 
                      check="doctor") for m in missing]
     trace = ctx._golden.trace if ctx._golden is not None else None
     return DoctorResult(findings=_dedupe(ctx.findings) + notes, families=names, unavailable=missing,
-                        metrics=ctx.metrics, timings=ctx.timings, trace=trace, seconds=time.perf_counter() - t0)
+                        metrics=ctx.metrics, timings=ctx.timings, trace=trace, seconds=time.perf_counter() - t0,
+                        steps=steps)

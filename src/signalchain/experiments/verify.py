@@ -15,6 +15,10 @@ Control (`default_control`): families outside the symptom's set that are cheap o
 (conditioning ≈ 3 s, numerics ≈ 0.5 s, audio ≈ 1 s a seed) and see the two things a fix most often
 breaks beside what it fixes: the caption path and finite values. A control family that already
 fails on the failing state still works as a control: only errors the failing state lacks count.
+
+Each evaluation also returns the doctor's step log (`STEPS`: which steps judged something, which
+were skipped and why), so that the judge can tell a control that found nothing from a control that
+could not run (no caption tapped, no loader): the second is no evidence, and the verdict says so.
 """
 
 from __future__ import annotations
@@ -30,9 +34,9 @@ from ..pipeline import Pipeline
 from ..records.figures import Audio, Table
 from ..records.verify import ErrorSeen, Measure, SideRun, VerifyMeasurement
 from .context import Budget
-from .doctor import run_doctor, select_families
+from .doctor import family_order, run_doctor, select_families
 
-__all__ = ["State", "PipelineState", "MEASURES", "CONTROL_CANDIDATES", "choose_measure", "default_control",
+__all__ = ["State", "PipelineState", "MEASURES", "CONTROL_CANDIDATES", "STEPS", "choose_measure", "default_control",
            "read_measure", "failing_stages", "run_verify"]
 
 #: Cheap families that see what a fix breaks most often beside its target, in order of preference.
@@ -47,6 +51,9 @@ MEASURES = {
 }
 
 _OVERFIT_SERIES = "loss on the golden batch"  # families/optimisation.py's overfit figure
+#: The metrics key under which a state returns the doctor's step log (`DoctorResult.steps`); a state
+#: that does not return it has not shown that its families ran.
+STEPS = "verify.steps"
 
 
 class State(Protocol):
@@ -71,6 +78,7 @@ class PipelineState:
         say = (lambda what: self.progress(f"{self.name} · seed {seed} · {what}")) if self.progress else None
         result = run_doctor(self.pipeline, families, seed=seed, budget=self.budget, progress=say)
         metrics = dict(result.metrics)
+        metrics[STEPS] = result.steps  # what each family looked at: a control that ran nothing is no pass
         if not golden:
             return list(result.findings), metrics
         trace = result.trace
@@ -165,15 +173,18 @@ def _side(state: State, seed: int, families: Sequence[str], control: Sequence[st
     t0 = time.perf_counter()
     try:
         findings, metrics = state.evaluate(seed, families)
-        control_findings = state.evaluate(seed, control, golden=False)[0] if control else []
+        control_findings, control_metrics = state.evaluate(seed, control, golden=False) if control else ([], {})
     except Exception as exc:  # the state itself could not run (not a crash inside the pipeline: the doctor keeps those)
         return SideRun(seed, [], [], None, time.perf_counter() - t0, failed=f"{type(exc).__name__}: {exc}")
+    metrics = dict(metrics)
+    steps, control_steps = metrics.pop(STEPS, None), control_metrics.get(STEPS) if control else {}
     value = read_measure(measure, findings, metrics)
     notes = [] if value is not None else [f"no {measure.name} in this run's output"]
     if not keep_audio:
         metrics = {k: v for k, v in metrics.items() if not (isinstance(v, dict) and v.get("kind") == "audio")}
     return SideRun(seed, _errors(findings), _errors(control_findings), value, time.perf_counter() - t0, notes,
-                   [jsonable(f.to_dict()) for f in findings], metrics, where=failing_stages(measure, metrics))
+                   [jsonable(f.to_dict()) for f in findings], metrics, where=failing_stages(measure, metrics),
+                   steps=steps, control_steps=control_steps)
 
 
 def run_verify(before: State, after: State, *, symptom: str | None = None, families: Sequence[str] = (),
@@ -183,6 +194,7 @@ def run_verify(before: State, after: State, *, symptom: str | None = None, famil
     if not families and symptom is None:
         raise UsageError("verify needs --symptom or --family: which failure is the fix meant to remove?")
     names, _missing = select_families(families, symptom)
+    waived = control is not None and not control  # an empty control, asked for: test 2 knowingly skipped
     if control is None:
         control, note = default_control(names)
     else:
@@ -193,8 +205,10 @@ def run_verify(before: State, after: State, *, symptom: str | None = None, famil
         raise UsageError(f"control family {overlap[0]!r} is also a family under test; a control must be "
                          f"outside the symptom's families ({', '.join(names)})")
     measure = choose_measure(symptom, names)
+    others = [f for f in family_order() if f not in names and f not in control]
     out = VerifyMeasurement(before.name, after.name, symptom, names, list(control), measure, list(seeds), [], [],
-                            budget=budget if isinstance(budget, str) else repr(budget), control_note=note)
+                            budget=budget if isinstance(budget, str) else repr(budget), control_note=note,
+                            control_waived=waived, alternatives=others)
     for i, seed in enumerate(seeds):
         for side, state in (("before", before), ("after", after)):
             if progress is not None:

@@ -24,6 +24,9 @@ class FileMeasurement:
     stats: dict[str, Any] = field(default_factory=dict)  # stats.audio_example_summary of the content
     denormal_share: float = 0.0  # nonzero samples below 1e-30: int data read as float
     reread: dict[str, Any] | None = None  # the data bytes read as 16-bit PCM when the header says float
+    # finite samples beyond full scale by more than one 16-bit step (|x| > 1 + 2**-15): a PCM writer or a
+    # player changes them (float files only; an integer file cannot hold them)
+    over_samples: int = 0
 
 
 @dataclass

@@ -11,7 +11,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["Measure", "ErrorSeen", "SideRun", "VerifyMeasurement", "SeedVerdict", "Interval", "VerifyVerdict"]
+__all__ = ["Measure", "ErrorSeen", "SideRun", "VerifyMeasurement", "SeedVerdict", "Interval", "SeedRate",
+           "VerifyVerdict", "Steps"]
+
+#: What the doctor's families did on one run: family -> step -> {"status", "why", "checks", "ids"}
+#: (`experiments.doctor.run_family`'s log; status "judged" is evidence, "skipped" says why not).
+Steps = dict[str, dict[str, dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -57,13 +62,23 @@ class SideRun:
     metrics: dict[str, Any] = field(default_factory=dict)
     failed: str | None = None  # the state could not be evaluated at all (an exception, a subprocess error)
     where: list[str] = field(default_factory=list)  # stages where the measure still shows the failure (NaN loss taps)
+    steps: Steps | None = None  # what the symptom's families did (None: the state did not say)
+    control_steps: Steps | None = None  # what the control families did (None: the state did not say)
 
     def summary(self) -> dict[str, Any]:
         """Everything but the bulky findings and figures (the JSON report's per-seed entry)."""
         return {"seed": self.seed, "errors": [asdict(e) for e in self.errors],
                 "control_errors": [asdict(e) for e in self.control_errors], "measure": self.measure,
                 "seconds": round(self.seconds, 2), "notes": list(self.notes), "failed": self.failed,
-                "where": list(self.where)}
+                "where": list(self.where), "steps": _compact(self.steps), "control_steps": _compact(self.control_steps)}
+
+
+def _compact(steps: Steps | None) -> dict[str, dict[str, str]] | None:
+    """family -> step -> "judged" / "skipped: no loader" / …: the JSON report's view of a step log."""
+    if steps is None:
+        return None
+    return {fam: {name: e.get("status", "?") + (f": {e['why']}" if e.get("why") else "") for name, e in log.items()}
+            for fam, log in steps.items()}
 
 
 @dataclass
@@ -81,6 +96,8 @@ class VerifyMeasurement:
     after: list[SideRun]
     budget: str = "economy"
     control_note: str = ""  # why these control families
+    control_waived: bool = False  # the user asked for no control (--control none): test 2 is knowingly skipped
+    alternatives: list[str] = field(default_factory=list)  # families outside the symptom's set and the control
 
 
 @dataclass
@@ -95,19 +112,39 @@ class SeedVerdict:
     measure_ok: bool | None  # improved (and reached the goal); None: no measure on this seed
     failure_gone: bool
     control_ok: bool
+    # the failing state's errors whose steps the fixed state skipped (a missing capability): their absence there
+    # is no evidence that they are gone
+    unchecked: list[ErrorSeen] = field(default_factory=list)
+    control_ran: dict[str, list[str]] = field(default_factory=dict)  # control family -> steps judged (fixed state)
+    control_skipped: dict[str, dict[str, str]] = field(default_factory=dict)  # family -> step -> why not
+    control_needed: bool = True  # False: the user waived the control (--control none)
 
     @property
-    def verdict(self) -> str:
+    def control_evidenced(self) -> bool:
+        """Some control family judged something on the fixed state."""
+        return any(self.control_ran.values())
+
+    @property
+    def definite(self) -> str:
+        """The verdict on what was measured, as if what could not run had passed (for "every seed agrees")."""
         if not self.reproduced:
             return "not_reproducible"
         if not self.failure_gone:
             return "failure_persists"
         return "fixed" if self.control_ok else "control_regressed"
 
+    @property
+    def verdict(self) -> str:
+        """`definite`, except "inconclusive" where "fixed" would rest on evidence that is missing."""
+        v = self.definite
+        if v == "fixed" and (self.unchecked or (self.control_needed and not self.control_evidenced)):
+            return "inconclusive"
+        return v
+
 
 @dataclass(frozen=True)
 class Interval:
-    """Mean of the improvement over seeds and a two-sided interval around it (`method` says which)."""
+    """Mean of a continuous improvement over seeds and a two-sided interval around it (`method` says which)."""
 
     mean: float
     low: float
@@ -115,18 +152,35 @@ class Interval:
     n: int
     level: float
     method: str
+    text: str = ""  # the sentence the reports print
+
+
+@dataclass(frozen=True)
+class SeedRate:
+    """A 0/1 outcome per seed (the failure gone or not): `passed` of `n` seeds, and the interval of the
+    rate of seeds on which it would fail (`low` … `high`, exact binomial) that so few seeds leave open."""
+
+    passed: int
+    n: int
+    low: float
+    high: float
+    level: float
+    method: str
+    text: str
 
 
 @dataclass
 class VerifyVerdict:
     """The judge's answer: the three tests, the verdict and the per-seed details."""
 
-    failure_gone: bool
-    control_ok: bool
+    failure_gone: bool | None  # None: not established (a step that found the failure did not run on the fix)
+    control_ok: bool | None  # None: no control judged anything (or none was asked for: `control_waived`)
     every_seed: bool
-    verdict: str  # "fixed", "failure_persists", "control_regressed" or "not_reproducible"
+    verdict: str  # "fixed", "failure_persists", "control_regressed", "not_reproducible" or "inconclusive"
     seeds: list[SeedVerdict]
-    interval: Interval | None
+    interval: Interval | None  # continuous measures only (a t interval on the improvement)
+    rate: SeedRate | None = None  # the failure gone on k of n seeds, with its binomial interval
 
-    def tests(self) -> dict[str, bool]:
+    def tests(self) -> dict[str, bool | None]:
+        """The three tests: True pass, False fail, None could not be run (the verdict is then inconclusive)."""
         return {"failure_gone": self.failure_gone, "control_ok": self.control_ok, "every_seed": self.every_seed}

@@ -27,14 +27,17 @@ def file_row(f: FileMeasurement) -> list[str]:
         return [f.path, "—", "—", "—", "—", "—", "—", "—", "—", "—", f.error]
     s = f.stats
     corr = s.get("channel_correlation")
+    total = f.channels * f.frames
+    over = f.over_samples / total if total else 0.0
+    # samples at full scale (clipped) apart from those beyond it (a float file's overshoot, clipped later)
     return [f.path, f"{f.sample_rate}", f"{f.format}/{f.subtype}", str(f.channels), f"{s.get('seconds', 0):.2f}",
             _db(s.get("rms_dbfs")), _db(s.get("peak_dbfs")), f"{100 * s.get('silence_fraction', 0):.0f}%",
-            f"{100 * s.get('clipping_fraction', 0):.2f}%", f"{s.get('dc', 0):+.3f}",
-            "—" if corr is None else f"{corr:+.2f}"]
+            f"{100 * max(s.get('clipping_fraction', 0) - over, 0.0):.2f}% / {100 * over:.2f}%",
+            f"{s.get('dc', 0):+.3f}", "—" if corr is None else f"{corr:+.2f}"]
 
 
-HEADERS = ["file", "rate", "format/subtype", "ch", "seconds", "RMS dBFS", "peak dBFS", "silent", "clipped", "DC",
-           "channel corr."]
+HEADERS = ["file", "rate", "format/subtype", "ch", "seconds", "RMS dBFS", "peak dBFS", "silent",
+           "clipped / beyond ±1", "DC", "channel corr."]
 
 
 def render_listen(reports: Sequence[FileMeasurement], findings: Sequence[Finding],
@@ -52,7 +55,8 @@ def render_listen(reports: Sequence[FileMeasurement], findings: Sequence[Finding
             loaded = load(f.path)
             if loaded is not None:
                 audio, sr = loaded
-                shown = np.clip(np.nan_to_num(audio, nan=0.0, posinf=1.0, neginf=-1.0), -1.0, 1.0)
+                shown = np.nan_to_num(audio, nan=0.0, posinf=1.0, neginf=-1.0)
+                # the player clips at ±1 as any player does; the waveform shows what the file holds, overshoot too
                 media = audio_player(shown, sr, f.path) + image_tag(audio_figure(shown, sr, f.path), f.path)
         cards.append(f'<div class="example"><b>{esc(f.path)}</b>{findings_table(own) if own else ""}{media}</div>')
     page.section("Listen", "".join(cards), "listen")

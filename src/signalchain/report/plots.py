@@ -12,7 +12,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy import signal  # noqa: E402
 
-__all__ = ["audio_figure", "codes_figure", "mask_figure", "histogram_figure", "line_figure", "bar_figure"]
+__all__ = ["audio_figure", "waveform_limits", "codes_figure", "mask_figure", "histogram_figure", "line_figure",
+           "bar_figure"]
 
 _DPI = 80
 
@@ -31,9 +32,26 @@ def _png(fig: plt.Figure) -> bytes:
     return buf.getvalue()
 
 
+_MARGIN = 1.05  # the waveform's y-range past its largest value (full scale, or a peak beyond it)
+
+
+def waveform_limits(audio: np.ndarray) -> tuple[float, float]:
+    """The waveform's y-range: ±1.05 (full scale and a margin), or ±1.05 × the peak when finite samples
+    lie beyond full scale, so that an overshoot is drawn where it is instead of cut at the frame."""
+    with np.errstate(invalid="ignore"):
+        a = np.abs(np.asarray(audio, dtype=np.float64))
+    a = a[np.isfinite(a)]
+    peak = float(a.max()) if a.size else 0.0
+    top = _MARGIN * max(peak, 1.0)
+    return -top, top
+
+
 def audio_figure(audio: np.ndarray, sample_rate: int | None, title: str = "") -> bytes:
-    """Waveform (every channel) above a log-magnitude spectrogram of the mono downmix. audio: [C, T]."""
-    audio = np.nan_to_num(np.asarray(audio, dtype=np.float64))
+    """Waveform (every channel) above a log-magnitude spectrogram of the mono downmix. audio: [C, T].
+
+    The waveform's y-range covers the peak (`waveform_limits`), with full scale (±1) marked: float
+    audio beyond it is shown, not cut at the frame."""
+    audio = np.nan_to_num(np.asarray(audio, dtype=np.float64), nan=0.0, posinf=0.0, neginf=0.0)
     if audio.ndim == 1:
         audio = audio[None]
     sr = sample_rate or 1
@@ -44,9 +62,14 @@ def audio_figure(audio: np.ndarray, sample_rate: int | None, title: str = "") ->
         ax_w.plot(t, audio[c], lw=0.5, alpha=0.8, label=f"ch{c}")
     if not audio.size:  # a file with no samples still gets its (empty) picture, and the page goes on
         ax_w.text(0.5, 0.5, "no samples", ha="center", va="center", transform=ax_w.transAxes)
-    ax_w.set_ylim(-1.05, 1.05) if not audio.size or np.abs(audio).max() <= 1.0 else None
+    low, high = waveform_limits(audio)
+    ax_w.set_ylim(low, high)
+    over = high > _MARGIN
+    for level in (-1.0, 1.0):  # full scale: where a 16-bit writer or a player clips
+        ax_w.axhline(level, ls="--", lw=0.8 if over else 0.5, color="#c0392b" if over else "#999999",
+                     label="full scale ±1" if level > 0 and over else None)
     ax_w.set_ylabel("amplitude")
-    if audio.shape[0] > 1:
+    if audio.shape[0] > 1 or over:
         ax_w.legend(loc="upper right", fontsize=7)
     if title:
         ax_w.set_title(_plain(title), fontsize=9)

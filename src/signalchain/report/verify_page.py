@@ -13,12 +13,38 @@ from .html import HtmlReport, esc, findings_table, table
 __all__ = ["render_verify", "verify_json", "verify_lines", "verify_table"]
 
 _TESTS = {"failure_gone": "1. the original failure no longer occurs (errors gone, measure improved)",
-          "control_ok": "2. an unaffected control still works (no new error)",
-          "every_seed": "3. the verdict holds on every seed"}
+          "control_ok": "2. an unaffected control still works (it judged something and shows no new error)",
+          "every_seed": "3. every seed agrees (the failing state fails on each, the outcome is the same)"}
 
 
-def _ok(b: bool) -> str:
+def _ok(b: bool | None) -> str:
+    if b is None:
+        return '<span class="warning">could not run</span>'
     return '<span class="ok">pass</span>' if b else '<span class="bad">fail</span>'
+
+
+def _word(b: bool | None) -> str:
+    return "pass" if b else ("NOT RUN" if b is None else "FAIL")
+
+
+def _evidence(steps: dict[str, dict[str, dict[str, Any]]] | None) -> str:
+    """A step log as one line per family: the steps that judged, and those that did not run and why."""
+    if steps is None:
+        return "not reported"
+    out = []
+    for fam, log in steps.items():
+        judged = [n for n, e in log.items() if e.get("status") == "judged"]
+        skipped = [f"{n} ({e.get('why') or e.get('status')})" for n, e in log.items()
+                   if e.get("status") in ("skipped", "crashed")]
+        out.append(f"{fam}: " + (f"judged {', '.join(judged)}" if judged else "judged nothing")
+                   + (f"; did not run: {', '.join(skipped)}" if skipped else ""))
+    return " · ".join(out) or "no family"
+
+
+def _judged_nothing(run: SideRun) -> bool:
+    """A control that judged nothing on this run (or did not say what it judged): "none" would be a lie."""
+    steps = run.control_steps
+    return steps is None or not any(e.get("status") == "judged" for log in steps.values() for e in log.values())
 
 
 def _errs(run: SideRun, control: bool = False) -> str:
@@ -26,6 +52,8 @@ def _errs(run: SideRun, control: bool = False) -> str:
     if run.failed:
         return f'<span class="bad">could not run: {esc(run.failed)}</span>'
     cells = [f"<code>{esc(e.id)}</code> @ {esc(e.stage or '—')}" for e in errs]
+    if not cells and control and _judged_nothing(run):
+        return '<span class="warning">judged nothing</span>'
     return "<br>".join(cells) or '<span class="ok">none</span>'
 
 
@@ -42,6 +70,10 @@ def verify_json(m: VerifyMeasurement, v: VerifyVerdict) -> dict[str, Any]:
                    "measure_ok": s.measure_ok, "persisting": [f"{e.id}@{e.stage}" for e in s.persisting],
                    "regressed": [f"{e.id}@{e.stage}" for e in s.regressed]} for s in v.seeds],
         "tests": v.tests(), "verdict": v.verdict,
+        "control_evidence": [{"seed": s.seed, "judged": s.control_ran, "did_not_run": s.control_skipped}
+                             for s in v.seeds],
+        "unchecked": sorted({f"{e.id}@{e.stage}" for s in v.seeds for e in s.unchecked}),
+        "rate": v.rate.__dict__ if v.rate is not None else None, "control_waived": m.control_waived,
         "measure": {"name": m.measure.name, "title": m.measure.title, "higher_is_better": m.measure.higher_is_better,
                     "goal": m.measure.goal},
         "interval": v.interval.__dict__ if v.interval is not None else None,
@@ -65,14 +97,20 @@ def render_verify(findings: list[Finding], m: VerifyMeasurement, v: VerifyVerdic
                         f"before: {m.before_name} · after: {m.after_name} · families: {', '.join(m.families)} · "
                         f"{m.control_note} · seeds {m.seeds} · budget {m.budget} · {seconds:.1f} s")
     report.section("Verdict", findings_table(findings), "verdict")
-    tests = [[esc(_TESTS[k]), _ok(ok)] for k, ok in v.tests().items()]
+    tests = [[esc(_TESTS[k]), '<span class="muted">skipped (--control none)</span>'
+              if k == "control_ok" and m.control_waived else _ok(ok)] for k, ok in v.tests().items()]
     interval = ""
     if v.interval is not None:
         i = v.interval
         interval = (f"<p>Improvement of the {esc(m.measure.title)}: mean {i.mean:+.4g}, {i.level:.0%} interval "
                     f"{i.low:+.4g} to {i.high:+.4g} ({esc(i.method)}; with this few seeds the interval is wide: "
                     "the test rests on the sign on every seed).</p>")
-    report.section("The three tests", table(tests, ["test", "result"], raw=True) + interval, "tests")
+    if v.rate is not None:
+        interval += f"<p>{esc(v.rate.text[0].upper() + v.rate.text[1:])}.</p>"
+    evidence = "".join(f"<li>seed {r.seed}: {esc(_evidence(r.control_steps))}</li>" for r in m.after)
+    control = (f"<p>Control on the fixed state (what each family judged; a family that judged nothing is no "
+               f"evidence):</p><ul>{evidence}</ul>" if m.control else "")
+    report.section("The three tests", table(tests, ["test", "result"], raw=True) + interval + control, "tests")
     rows = []
     for s, b, a in zip(v.seeds, m.before, m.after):
         rows.append([str(s.seed), _errs(b), _errs(a), _num(b.measure), _num(a.measure), _num(s.improvement),
@@ -104,18 +142,25 @@ def verify_table(m: VerifyMeasurement, v: VerifyVerdict) -> Any:
         t.add_column(col)
     plain = lambda errs: ", ".join(sorted({f"{e.id}@{e.stage or '—'}" for e in errs})) or "none"  # noqa: E731
     for s, b, a in zip(v.seeds, m.before, m.after):
+        control = ("judged nothing" if m.control and not a.control_errors and _judged_nothing(a)
+                   else plain(a.control_errors))
         t.add_row(str(s.seed), b.failed or plain(b.errors), a.failed or plain(a.errors), _num(b.measure),
-                  _num(a.measure), _num(s.improvement), plain(a.control_errors), s.verdict)
+                  _num(a.measure), _num(s.improvement), control, s.verdict)
     return t
 
 
 def verify_lines(m: VerifyMeasurement, v: VerifyVerdict) -> list[str]:
     """The three tests and the interval, one line each, for the terminal."""
-    lines = [f"{'pass' if ok else 'FAIL'}  {_TESTS[k]}" for k, ok in v.tests().items()]
+    lines = [f"{'skipped' if k == 'control_ok' and m.control_waived else _word(ok)}  {_TESTS[k]}"
+             for k, ok in v.tests().items()]
     if v.interval is not None:
         i = v.interval
         lines.append(f"improvement {i.mean:+.4g}, {i.level:.0%} interval {i.low:+.4g} to {i.high:+.4g} "
                      f"({i.method})")
+    if v.rate is not None:
+        lines.append(v.rate.text)
     lines.append(m.control_note)
+    if m.control and m.after:
+        lines.append(f"control on the fixed state, seed {m.after[0].seed}: {_evidence(m.after[0].control_steps)}")
     lines.append(f"verdict: {v.verdict}")
     return lines

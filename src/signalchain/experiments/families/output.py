@@ -7,8 +7,9 @@ from typing import Any
 import numpy as np
 
 from ...checks.base import make
-from ...checks.output import judge_decoder, judge_route
+from ...checks.output import judge_coverage, judge_decoder, judge_route
 from ...findings import Finding
+from ...pipeline import capabilities
 from ...records.figures import Audio, Figure, Table, Text
 from ...records.output import RouteMeasurement
 from ...stats import as_batch_audio
@@ -50,10 +51,60 @@ def _clips(trace: Trace, label: str) -> list[dict[str, Any]]:
     return out
 
 
-def _verdict(findings: list[Finding]) -> str:
+def coverage(ctx: Context) -> dict[str, Any]:
+    """What the family could look at: the golden step's audio stages, the decoder probe, the render's
+    generated codes, decoded audio and written files; and why the rest could not be looked at."""
+    caps = capabilities(ctx.pipeline)
+    try:
+        stages = [r.name for r in ctx.golden().trace if r.kind == "audio" and r.summary.get("audio")]
+    except Exception:  # the golden step crashed: the doctor already said so
+        stages = []
+    probe = ctx.result("output.decoder")
+    route = ctx.result(ROUTE_KEY)
+    r = route[0] if route is not None else None
+    files = [f for f in r.files if f.error is None] if r is not None else []
+    decoded = bool(r is not None and r.decoded_dbfs)
+    generated = bool(r is not None and (r.tokens_shape and r.tokens_shape[0] or r.audio_only))
+    why = []
+    if not stages:
+        why.append("the training step taps no audio stage (audio.original … audio.decoded with a sample_rate=)")
+    if probe is None or probe.far_share is None:
+        why.append("the decoder was not probed (" + ("no `decode`" if "decode" not in caps else
+                                                      "no [B, K, T] golden tokens long enough to decode")
+                   + (f": {probe.error}" if probe is not None and probe.error else "") + ")")
+    if r is None:
+        why.append("no generated audio: the pipeline has no `render`, nor `generate` with `decode`")
+    elif not files:
+        why.append("no file was written and read back ("
+                   + ("`render` wrote none" if "render" in caps else "the pipeline has no `render`: the route "
+                      "ends at the decoded audio") + "), so the file's scale, header and rate were not checked")
+    return {"stages": stages, "decoder": probe is not None and probe.far_share is not None, "generated": generated,
+            "decoded": decoded, "files": len(files), "not_checked": why}
+
+
+def _checked_text(cov: dict[str, Any]) -> str:
+    parts = []
+    if cov["stages"]:
+        parts.append(f"the training step's audio ({', '.join(cov['stages'])})")
+    if cov["decoder"]:
+        parts.append("the decoder on golden tokens")
+    if cov["generated"]:
+        parts.append("a fresh model's generation" + (" decoded to audio" if cov["decoded"] else "")
+                     + (f" and written to {cov['files']} file(s) read back as a player reads them"
+                        if cov["files"] else ""))
+    return "; ".join(parts)
+
+
+def _verdict(findings: list[Finding], cov: dict[str, Any] | None = None) -> str:
     bad = [f for f in findings if f.stage in ROUTE and f.severity.value != "info" and f.id.startswith(SOUND_IDS)]
     if not bad:
-        return "Every stage from the source file to the written file is audible and correctly scaled."
+        cov = cov or {"stages": [], "decoder": False, "generated": False, "decoded": False, "files": 0,
+                      "not_checked": ["nothing was measured"]}
+        checked, missing = _checked_text(cov), cov["not_checked"]
+        if not checked:
+            return "The output route could not be checked: " + "; ".join(missing) + "."
+        return (f"No sound problem found in what could be checked: {checked}."
+                + (f" Not checked: {'; '.join(missing)}." if missing else ""))
     first = min(bad, key=lambda f: ROUTE.index(f.stage or ""))
     later = sorted({f.stage for f in bad if f.stage != first.stage}, key=ROUTE.index)
     return (f"The sound first goes wrong at {first.stage}: {first.message}"
@@ -100,12 +151,17 @@ def _show_stages(traces: tuple[Trace, Trace]) -> dict[str, Figure]:
     return out
 
 
-def _verdict_text(ctx: Context, prior: list[Finding]) -> str:
-    return _verdict(prior)
+def _verdict_text(ctx: Context, prior: list[Finding]) -> tuple[str, dict[str, Any]]:
+    cov = coverage(ctx)
+    return _verdict(prior, cov), cov
 
 
-def _show_verdict(text: str) -> dict[str, Figure]:
-    return {"output.verdict": Text(VERDICT, text)}
+def _unchecked(said: tuple[str, dict[str, Any]]) -> list[Finding]:
+    return judge_coverage(said[1])
+
+
+def _show_verdict(said: tuple[str, dict[str, Any]]) -> dict[str, Figure]:
+    return {"output.verdict": Text(VERDICT, said[0])}
 
 
 register(Family("output", "The output route: generated tokens, decoder, scaling, the written file and its header",
@@ -118,5 +174,6 @@ register(Family("output", "The output route: generated tokens, decoder, scaling,
          timing="", isolated=False, show=_show_stages),
     Step("route_failed", reads=(ROUTE_KEY,), when=lambda ctx: ctx.result(ROUTE_KEY) is not None,
          judges=(route_failed,)),
-    Step("verdict", measure=_verdict_text, reads=(PRIOR,), timing="", isolated=False, show=_show_verdict),
+    Step("verdict", measure=_verdict_text, reads=(PRIOR,), timing="", isolated=False, judges=(_unchecked,),
+         show=_show_verdict),
 )))
