@@ -82,7 +82,7 @@ def judge_sampler(report: GenerationMeasurement) -> list[Finding]:
                             f"the sampler picked the most likely token at all {fit.n} steps, where sampling from the "
                             f"model's distribution picks it {100 * fit.top1_expected:.1f}% of the time{fixed}", CHECK,
                             hint="sample (use_sampling=True / greedy=False): argmax decoding of a music LM locks onto "
-                                 "a loop after a few frames", **ev))
+                                 f"a loop after a few {'bars' if report.symbolic else 'frames'}", **ev))
             return out + _guidance_and_prefix(report, run)
         beyond = max(fit.beyond_rank_expected or 0.0, fit.beyond_mass_expected or 0.0)
         truncated = beyond >= max(20.0, 0.05 * fit.n)
@@ -112,8 +112,10 @@ def judge_sampler(report: GenerationMeasurement) -> list[Finding]:
                     f"of the probability mass) in {fit.n} picks, where the model's distribution would have put "
                     f"{beyond:.0f} picks there{cure}",
                     CHECK,
-                    hint="top-k or top-p keeps too few candidates: MusicGen samples with top_k=250, top_p=0 "
-                    "(top_p is the mass to keep, e.g. 0.9, not the mass to drop)",
+                    hint=(f"top-k or top-p keeps too few candidates of the {run.cardinality or 'whole'}-token "
+                          "vocabulary: sample with top_k=0 (or a large share of the vocabulary) and top_p 0.9-0.95"
+                          if report.symbolic else "top-k or top-p keeps too few candidates: MusicGen samples with "
+                          "top_k=250, top_p=0") + " (top_p is the mass to keep, e.g. 0.9, not the mass to drop)",
                     beyond_expected=beyond,
                     max_mass_before=fit.max_mass_before,
                     cures=cures,
@@ -160,13 +162,15 @@ def _guidance_and_prefix(report: GenerationMeasurement, run: GenerationRun) -> l
     if share is None and report.leading_agreement is not None and (report.seed_agreement or 0) < 0.999:
         share = 1.0 - report.leading_agreement  # frames both seeds share from the start were not sampled
     if share is not None and share < PREFIX_SHARE:
+        step = "token" if report.symbolic else "frame"
         loop = run.stats.loop_strength if run.stats is not None else None
         out.append(make("generation.dominant_prefix", "warning", "generation",
                         f"only {100 * share:.0f}% of the output was sampled: the rest is a prefix given to the model"
-                        + (f" (the output repeats itself at a {run.stats.loop_period}-frame period on "
-                           f"{100 * loop:.0f}% of frames)" if loop else ""), CHECK,
-                        hint="keep the prompt to a small share of the output (AudioCraft continuations use a few "
-                             "seconds of a 30 s piece) and check how its length is computed",
+                        + (f" (the output repeats itself at a {run.stats.loop_period}-{step} period on "
+                           f"{100 * loop:.0f}% of {step}s)" if loop else ""), CHECK,
+                        hint="keep the prompt to a small share of the output (" + (
+                            "a bar or two of the piece" if report.symbolic else "AudioCraft continuations use a few "
+                            "seconds of a 30 s piece") + ") and check how its length is computed",
                         sampled_share=share, prompt_frames=run.prompt_frames, loop_strength=loop))
     return out
 

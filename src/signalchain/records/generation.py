@@ -148,6 +148,7 @@ class GenerationMeasurement:
     nearest: list[NearestExample] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     eos: EosProbe | None = None  # symbolic: the run to the golden length when the configured one cannot stop
+    symbolic: bool = False  # symbolic ids (one stream of tokens, not codec frames): findings speak of tokens
 
     def run(self, label: str) -> GenerationRun | None:
         return next((r for r in self.runs if r.label == label), None)

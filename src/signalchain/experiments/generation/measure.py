@@ -100,7 +100,7 @@ class _Session:
         self.frame_rate = tokens.meta.get("frame_rate") if tokens is not None else None
         self.eos_id = symbolic_eos_id(ctx)  # symbolic ids only: what each run does with EOS
         self.report = GenerationMeasurement(frames=self.frames, prompts=self.b.gen_prompts, frame_rate=self.frame_rate,
-                                       runs=[])
+                                       runs=[], symbolic=tokens is not None and tokens.meta.get("kind") == "symbolic")
         self.out = GenerationOutcome(self.report)
         self.out.sample_rate = getattr(self.p, "sample_rate", None)
         self.model = ctx.fresh_model()
