@@ -140,3 +140,24 @@ def test_a_sampler_that_bans_eos_with_the_other_specials_never_stops(seed):
     assert probe is not None and probe.limit > np.median(probe.golden_eos_positions)
     assert probe.model_eos_probability and probe.model_eos_probability > 0  # the model itself gives EOS mass
     assert [(f.id, f.stage) for f in found] == [("generation.no_stop", "generation")]
+
+
+def test_sampler_findings_on_symbolic_runs_speak_of_tokens_and_bars():
+    from signalchain.checks.generation import judge_sampler
+    from signalchain.records.generation import GenerationMeasurement, GenerationRun, SamplerFit, TokenStats
+
+    stats = TokenStats(rows=2, frames=40, entropy=[1.0], ngram_repetition=0.5, longest_repeat=0.5,
+                       same_as_previous=0.1, loop_period=4, loop_strength=0.6)
+
+    def judged(fit, symbolic, **run):
+        r = GenerationRun(label="configured", overrides={}, seed=0, stats=stats, fit=fit, cardinality=371, **run)
+        return judge_sampler(GenerationMeasurement(frames=40, prompts=2, frame_rate=None, runs=[r], symbolic=symbolic))
+
+    greedy = SamplerFit(n=80, top1=1.0, top1_expected=0.02)
+    cut = SamplerFit(n=80, top1=0.3, top1_expected=0.02, max_rank=2, beyond_rank_expected=60.0, temperature=1.0)
+    for fit, extra in ((greedy, {}), (cut, {"sampled_share": 0.3})):
+        sym = judged(fit, True, **extra)
+        assert sym and all("frame" not in f.message + f.hint and "MusicGen samples" not in f.hint for f in sym)
+        assert [f.id for f in sym] == [f.id for f in judged(fit, False, **extra)]
+    assert "after a few bars" in judged(greedy, True)[0].hint
+    assert "371-token vocabulary" in judged(cut, True)[0].hint
