@@ -62,7 +62,7 @@ def _metrics(out: GenerationOutcome, side: str, text: str) -> dict[str, Figure]:
     rep: GenerationMeasurement = out.report
     m: dict[str, Figure] = {"generation.verdict": Text("Verdict: where the repetition comes from", text)}
     m["generation.runs"] = Table(f"Sampling settings on the same {rep.prompts} prompts, "
-                            f"{rep.frames} frames (fresh model, then checkpoints)",
+                            f"{rep.frames} {'tokens' if rep.symbolic else 'frames'} (fresh model, then checkpoints)",
                             ["run", "status", "token entropy", "repeated 4-grams", "longest repeat",
                                         "loop period (strength)", "top-1 picks", "top-1 if faithful",
                                         "fitted temperature", "max rank", "guidance",
