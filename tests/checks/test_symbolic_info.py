@@ -93,6 +93,16 @@ def test_drum_pitches_remapped_by_several_intervals_are_a_warning():
     assert f[0].evidence["shift"] is None
 
 
+def test_only_some_drum_notes_moved_by_one_interval_is_a_remapping_not_a_transposition():
+    def snare_swapped(t):  # a deliberate-looking swap of one kit piece: not every drum note moves
+        hits = (t[:, COL["drum"]] > 0.5) & (t[:, COL["pitch"]] == 38)
+        t[hits, COL["pitch"]] = 40
+        return t
+    f = judge_drums_transposed(symbolic_trace(clean_pieces(0), tok=TOK, augment=snare_swapped))
+    assert [(x.severity.value, x.evidence["shift"]) for x in f] == [("warning", None)]
+    assert "38 acoustic snare -> 40 electric snare" in f[0].message
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_an_augmentation_that_moves_notes_in_time_is_not_compared(seed):
     def later(t):  # a time shift, drums included: nothing to pair, and no pitch changed

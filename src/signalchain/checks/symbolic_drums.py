@@ -5,8 +5,8 @@ Two kinds of evidence, the stronger first:
 - *source against augmented*: where both `midi.source` and `notes.augmented` are tapped, each example's
   drum notes are paired by onset (an example whose drum onsets differ between the two, a crop or a
   time stretch, is not compared). Any pitch change of a paired drum note is wrong, whatever kit piece
-  it lands on; one interval for every changed note of an example is a transposition (error), several
-  intervals a remapping of kit pieces (warning).
+  it lands on; every drum note of an example moved by one interval is a transposition (error), other
+  changes a remapping of kit pieces (warning).
 - *kit membership*, for a notes stage with nothing before it to compare with: drum notes mostly off
   General MIDI's core kit that one shift maps back onto it.
 """
@@ -82,8 +82,10 @@ def compare_drums(source: np.ndarray, augmented: np.ndarray) -> dict[str, Any] |
         return None
     changed = {e: [(x, y) for x, y in pairs if x != y] for e, pairs in per.items()}
     shifts = {e: sorted({y - x for x, y in moved}) for e, moved in changed.items() if moved}
+    # a transposition moves every drum note of the example by one interval
+    transposed = {e: s[0] for e, s in shifts.items() if len(s) == 1 and len(changed[e]) == len(per[e])}
     return {"compared": sum(len(p) for p in per.values()), "examples_compared": sorted(per),
-            "changed": sum(len(m) for m in changed.values()), "shifts": shifts,
+            "changed": sum(len(m) for m in changed.values()), "shifts": shifts, "transposed": transposed,
             "moves": Counter((x, y) for m in changed.values() for x, y in m)}
 
 
@@ -109,14 +111,14 @@ def _compared(trace: Trace) -> tuple[bool, list[Finding]]:
     if not got["changed"]:
         return True, []
     shifts = got["shifts"]
-    transposed = {e: s[0] for e, s in shifts.items() if len(s) == 1}
+    transposed = got["transposed"]
     melodic = {e: _melodic_shift(src[0], aug[0], e) for e in shifts}
     moves = ", ".join(f"{drum_name(x)} -> {drum_name(y)}" for (x, y), _ in got["moves"].most_common(4))
     by = ", ".join(f"example {e}: {'/'.join(f'{v:+d}' for v in s)}" for e, s in list(shifts.items())[:6])
     same = [e for e, s in transposed.items() if melodic.get(e) == s]
     with_melody = f"; in examples {same[:8]} by the same interval as the pitched notes" if same else ""
     severity = "error" if transposed else "warning"
-    how = ("a transposition" if transposed else "kit pieces remapped (several intervals per example)")
+    how = "a transposition" if transposed else "kit pieces remapped, not every drum note by one interval"
     return True, [make("symbolic.drums_transposed", severity, "notes.augmented",
                        f"{got['changed']} of {got['compared']} drum notes change pitch between midi.source and "
                        f"notes.augmented ({how}; {by}{with_melody}): {moves}", CHECK,
