@@ -12,7 +12,7 @@ from ..trace import Trace
 from ._util import value
 
 __all__ = ["NOTES_STAGES", "SymbolicTokens", "symbolic_tokens", "notes_of", "source_stage", "meta_list",
-           "time_signature", "is_symbolic"]
+           "time_signature", "is_symbolic", "speaks_symbolic", "in_words"]
 
 #: The notes stages in pipeline order: before tokenization, then decoded back from the tokens.
 NOTES_STAGES = ("midi.source", "notes.augmented", "notes.decoded")
@@ -27,6 +27,18 @@ class SymbolicTokens(NamedTuple):
 def is_symbolic(trace: Trace, stage: str = "tokens") -> bool:
     rec = trace.get(stage)
     return rec is not None and rec.meta.get("kind") == "symbolic"
+
+
+def speaks_symbolic(trace: Trace) -> bool:
+    """The trace is a symbolic pipeline's: a token tap marked `kind="symbolic"`, or a notes stage. Its
+    findings then speak of tokens, positions, notes and bars, never of frames, codebooks or silence."""
+    return any(is_symbolic(trace, s) for s in ("tokens", "tokens.input", "tokens.pattern")) or \
+        any(s in trace for s in NOTES_STAGES)
+
+
+def in_words(trace: Trace, codec: str, symbolic: str) -> str:
+    """One finding, two vocabularies: `symbolic` on a symbolic pipeline's trace, else `codec`."""
+    return symbolic if speaks_symbolic(trace) else codec
 
 
 def symbolic_tokens(trace: Trace, stage: str = "tokens") -> SymbolicTokens | None:

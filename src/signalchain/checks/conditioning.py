@@ -291,9 +291,14 @@ def judge_pairing(data: ConditionData) -> list[Finding]:
     return [make("caption.mismatch", "error" if bad / considered >= 0.3 else "warning", "caption",
                  f"{bad} of {considered} captions match another example's metadata better than their own: captions "
                  f"and examples are paired wrongly ({example})", CHECK,
-                 hint="a sort, shuffle or filter applied to the audio and metadata but not to the caption list (or "
-                      "the reverse); build captions from each example's own record inside __getitem__",
+                 hint=f"a sort, shuffle or filter applied to the {_examples(data)} and metadata but not to the caption "
+                      "list (or the reverse); build captions from each example's own record inside __getitem__",
                  mismatched=bad, considered=considered)]
+
+
+def _examples(data: ConditionData) -> str:
+    """What the captions describe: the audio, or (a symbolic pipeline's batches carry no audio) the pieces."""
+    return "audio" if any(getattr(b, "audio_features", None) is not None for b in data.batches) else "pieces"
 
 
 def judge_dropout(data: ConditionData) -> list[Finding]:
@@ -434,9 +439,11 @@ def judge_relationship(data: ConditionData, measured: dict[str, dict[str, float]
     told = ", ".join(f"word-{k} z = {v['z']:.1f}" for k, v in views.items())
     return [make("condition.no_relationship", "error" if strong else "warning", "caption",
                  f"caption words predict the paired {' and '.join(views)} no better than random pairings ({told} over "
-                 f"{n} examples; a caption that describes its audio gives z well above 3)", CHECK,
-                 hint="captions and audio are joined wrongly (by row position after a shuffle, by a stale id map); "
-                      "listen to a few examples beside their captions (`signalchain inspect`) and check the join key",
+                 f"{n} examples; a caption that describes its {'audio' if 'audio' in views else 'music'} gives z well "
+                 "above 3)", CHECK,
+                 hint=f"captions and {_examples(data)} are joined wrongly (by row position after a shuffle, by a stale "
+                      "id map); listen to a few examples beside their captions (`signalchain inspect`) and check the "
+                      "join key",
                  **{f"z_{k}": v["z"] for k, v in views.items()}, examples=n)]
 
 

@@ -12,6 +12,7 @@ import numpy as np
 from ..findings import Finding
 from ..trace import Trace
 from ..trace.layout import delay_agreement, infer_delays, read_layout
+from ._symbolic import in_words
 from ._util import (
     temporal_mutual_information,
     unigram_entropy,
@@ -130,7 +131,8 @@ def judge_masks(trace: Trace) -> list[Finding]:
                 CHECK,
                 hint="the loss has nothing to learn from (a mean over nothing is NaN); check how the "
                 "padding mask or the ignored labels are built from the valid lengths (an inverted "
-                "comparison, lengths in samples vs frames, every label set to the ignore index)",
+                f"comparison, lengths in {in_words(trace, 'samples vs frames', 'bars vs tokens')}, every label set "
+                "to the ignore index)",
                 valid=valid,
                 total=total,
                 per_codebook=per_k.tolist(),
@@ -141,18 +143,21 @@ def judge_masks(trace: Trace) -> list[Finding]:
     elif valid / total < 0.05:
         out.append(make("mask.empty", "warning", stage,
                         f"the {how} keeps only {valid} of {total} target positions ({100 * valid / total:.1f}%)", CHECK,
-                        hint="nearly nothing reaches the loss; compare the mask with the clips' valid lengths",
+                        hint="nearly nothing reaches the loss; compare the mask with the "
+                             f"{in_words(trace, 'clips', 'sequences')}' valid lengths",
                         valid=valid, total=total, per_codebook=per_k.tolist(), padding_valid_fraction=pad_frac))
     pad = view.padding_in_target_time
     if pad is not None:
         trained = int((mask & ~pad).sum())
         if trained:
             out.append(make("mask.padding_trained", "error", "mask.loss",
-                            f"{trained} loss positions lie in padding (frames the padding mask marks invalid"
+                            f"{trained} loss positions lie in padding ({in_words(trace, 'frames', 'positions')} the "
+                            "padding mask marks invalid"
                             + (f", moved by the delays {view.pattern_delays}" if view.target_time == "pattern" else "")
                             + ")", CHECK,
                             hint="AND the loss mask with the padding mask (or set padded labels to the ignore index): "
-                                 "padding trained as targets teaches the model to emit silence", positions=trained,
+                                 "padding trained as targets teaches the model to emit "
+                                 + in_words(trace, "silence", "PAD ids where a piece goes on"), positions=trained,
                             layout=view.describe()))
     return out
 
@@ -192,7 +197,9 @@ def judge_targets(trace: Trace) -> list[Finding]:
             f"each codebook's targets are one constant value ({values})"
         return out + [make("targets.constant", "error", "targets", what, CHECK,
                            hint="the targets carry no information: check what is passed as targets (a zero tensor, "
-                                "a fill value, the pad id, an index instead of a code)", values=values,
+                                "a fill value, the pad id, an index instead of a "
+                                f"{in_words(trace, 'code', 'token id')})",
+                           values=values,
                            count=int(valid.size))]
     shift = int(trace["targets"].meta.get("shift", 0))
     if tokens is not None and tokens.shape[:2] == targets.shape[:2]:
@@ -207,8 +214,11 @@ def judge_targets(trace: Trace) -> list[Finding]:
             mi = temporal_mutual_information(targets)
             out.append(make("targets.random", "error", "targets",
                             f"targets match the tokens in at most {100 * top:.0f}% of positions at any shift within "
-                            f"±{MAX_SHIFT} frames of the expected one (temporal information {mi:.3f} nats)", CHECK,
-                            hint="the targets are not the codes of this audio: check that targets come from the same "
+                            f"±{MAX_SHIFT} {in_words(trace, 'frames', 'positions')} of the expected one (temporal "
+                            f"information {mi:.3f} nats)", CHECK,
+                            hint="the targets are not the "
+                                 f"{in_words(trace, 'codes of this audio', 'ids of this batch')}: check that targets "
+                                 "come from the same "
                                  "batch (no shuffle, no stale buffer, no random init left in place)",
                             best_delay=best_d, agreement=top, temporal_mi=mi))
         elif base is not None:
@@ -217,12 +227,15 @@ def judge_targets(trace: Trace) -> list[Finding]:
             at_expected = [delay_agreement(tokens, targets, mask, k, b - shift) or 0.0 for k, b in enumerate(base)]
             if shifts != [shift] * len(shifts) or min(at_expected) < 0.98:
                 out.append(make("targets.misaligned", "error", "targets",
-                                f"targets equal the tokens shifted by {shifts} frames per codebook (expected {shift} "
-                                "everywhere" + ("" if frame_time else f" after the pipeline's own delays {base}")
+                                "targets equal the tokens shifted by " + in_words(
+                                    trace, f"{shifts} frames per codebook (expected {shift} everywhere",
+                                    f"{shifts[0]} positions (expected {shift}")
+                                + ("" if frame_time else f" after the pipeline's own delays {base}")
                                 + f"; agreement at the expected shifts {[round(100 * a, 1) for a in at_expected]}%)",
-                                CHECK, hint="the model input and its target are offset wrongly (an off-by-one, the "
-                                            "delay pattern applied twice or built for another number of codebooks); "
-                                            "logits[t] must predict the token the model has not seen",
+                                CHECK, hint="the model input and its target are offset wrongly (an off-by-one, "
+                                + in_words(trace, "the delay pattern applied twice or built for another number of "
+                                           "codebooks", "the shift done twice, or not at all")
+                                + "); logits[t] must predict the token the model has not seen",
                                 shift_per_codebook=shifts, expected_shift=shift, delays=best_d, pattern_delays=base,
                                 agreement=agree_k, layout=view.describe()))
             elif view.model_delays is not None and len(view.model_delays) == len(base) and base != view.model_delays:
@@ -241,7 +254,8 @@ def judge_targets(trace: Trace) -> list[Finding]:
         mi = temporal_mutual_information(targets)
         if mi < 0.02:
             out.append(make("targets.random", "warning", "targets",
-                            f"consecutive targets share no information ({mi:.3f} nats); codec tokens of real audio do",
+                            f"consecutive targets share no information ({mi:.3f} nats); "
+                            + in_words(trace, "codec tokens of real audio do", "tokens of real music do"),
                             CHECK, hint="tap the tokens as well so targets can be matched against them",
                             temporal_mi=mi, unigram_entropy=unigram_entropy(targets, mask)))
     return out

@@ -9,6 +9,7 @@ all alike, examples that loop on a few sounds, no position signal, generated cop
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -22,9 +23,10 @@ from ..records.generation import (
     PositionProbe,
     StopProbe,
 )
+from ..records.symbolic import EosProbe
 from .base import make
 
-__all__ = ["judge_sampler", "judge_stop", "judge_training", "judge_memorised", "verdict",
+__all__ = ["judge_sampler", "judge_stop", "judge_eos", "judge_training", "judge_memorised", "verdict",
            "GENERATION_SIDE", "TRAINING_SIDE"]
 
 CHECK = "checks.generation"
@@ -33,6 +35,7 @@ MIN_SUPPORT = 0.05  # share of the vocabulary a sampler's logits must leave poss
 LOW_TEMPERATURE = 0.5
 HIGH_GUIDANCE = 10.0  # MusicGen samples with 3; token models are rarely guided beyond 5-7
 PREFIX_SHARE = 0.5
+NO_EOS_SURPRISE = 1e-3  # faithful sampling would have emitted EOS with probability above 1 - this
 SHORT_CROP_S = 1.0  # under a second no phrase, barely two beats, fits a training window
 # Narrow data, judged against the pipeline's own data (an absolute profile correlation is not: all real
 # music shares a spectral tilt, so its profiles correlate highly whatever the set):
@@ -79,7 +82,7 @@ def judge_sampler(report: GenerationMeasurement) -> list[Finding]:
                             f"the sampler picked the most likely token at all {fit.n} steps, where sampling from the "
                             f"model's distribution picks it {100 * fit.top1_expected:.1f}% of the time{fixed}", CHECK,
                             hint="sample (use_sampling=True / greedy=False): argmax decoding of a music LM locks onto "
-                                 "a loop after a few frames", **ev))
+                                 f"a loop after a few {'bars' if report.symbolic else 'frames'}", **ev))
             return out + _guidance_and_prefix(report, run)
         beyond = max(fit.beyond_rank_expected or 0.0, fit.beyond_mass_expected or 0.0)
         truncated = beyond >= max(20.0, 0.05 * fit.n)
@@ -109,8 +112,10 @@ def judge_sampler(report: GenerationMeasurement) -> list[Finding]:
                     f"of the probability mass) in {fit.n} picks, where the model's distribution would have put "
                     f"{beyond:.0f} picks there{cure}",
                     CHECK,
-                    hint="top-k or top-p keeps too few candidates: MusicGen samples with top_k=250, top_p=0 "
-                    "(top_p is the mass to keep, e.g. 0.9, not the mass to drop)",
+                    hint=(f"top-k or top-p keeps too few candidates of the {run.cardinality or 'whole'}-token "
+                          "vocabulary: sample with top_k=0 (or a large share of the vocabulary) and top_p 0.9-0.95"
+                          if report.symbolic else "top-k or top-p keeps too few candidates: MusicGen samples with "
+                          "top_k=250, top_p=0") + " (top_p is the mass to keep, e.g. 0.9, not the mass to drop)",
                     beyond_expected=beyond,
                     max_mass_before=fit.max_mass_before,
                     cures=cures,
@@ -157,13 +162,15 @@ def _guidance_and_prefix(report: GenerationMeasurement, run: GenerationRun) -> l
     if share is None and report.leading_agreement is not None and (report.seed_agreement or 0) < 0.999:
         share = 1.0 - report.leading_agreement  # frames both seeds share from the start were not sampled
     if share is not None and share < PREFIX_SHARE:
+        step = "token" if report.symbolic else "frame"
         loop = run.stats.loop_strength if run.stats is not None else None
         out.append(make("generation.dominant_prefix", "warning", "generation",
                         f"only {100 * share:.0f}% of the output was sampled: the rest is a prefix given to the model"
-                        + (f" (the output repeats itself at a {run.stats.loop_period}-frame period on "
-                           f"{100 * loop:.0f}% of frames)" if loop else ""), CHECK,
-                        hint="keep the prompt to a small share of the output (AudioCraft continuations use a few "
-                             "seconds of a 30 s piece) and check how its length is computed",
+                        + (f" (the output repeats itself at a {run.stats.loop_period}-{step} period on "
+                           f"{100 * loop:.0f}% of {step}s)" if loop else ""), CHECK,
+                        hint="keep the prompt to a small share of the output (" + (
+                            "a bar or two of the piece" if report.symbolic else "AudioCraft continuations use a few "
+                            "seconds of a 30 s piece") + ") and check how its length is computed",
                         sampled_share=share, prompt_frames=run.prompt_frames, loop_strength=loop))
     return out
 
@@ -180,6 +187,46 @@ def judge_stop(probe: StopProbe | None) -> list[Finding]:
                  f"{probe.pattern_frame}, generation ran on to frame {ran} of {probe.frames}", CHECK,
                  hint="the stop condition never fires: check the units of its length (frames, not samples) and "
                       "the codes it compares with", pattern_frame=probe.pattern_frame, frames_generated=ran)]
+
+
+def judge_eos(probe: EosProbe | None) -> list[Finding]:
+    """A symbolic sampler that cannot emit EOS: over a run as long as the golden sequences (which end in
+    EOS), no row stopped, and the logits it picked from gave EOS probability exactly 0 at every step (a
+    mask), or gave it enough mass that faithful sampling emits EOS with probability over 1 - 1e-3.
+
+    A model that merely rarely predicts EOS (any fresh model) gives it a small, non-zero probability and
+    no surprise at a run without it: silent."""
+    e = probe.stats if probe is not None and probe.error is None else None
+    if e is None or e.emitted or not e.steps:
+        return []
+    golden = sorted(probe.golden_eos_positions)
+    ran = probe.frames_generated if probe.frames_generated is not None else e.length
+    ended = sum(g < ran for g in golden)
+    data = (f"; {ended} of {len(golden)} golden sequences have ended by then (EOS at {golden[0]}-{golden[-1]})"
+            if golden else "")
+    model = (f"; the model itself gives EOS {100 * probe.model_eos_probability:.2g}% where a golden sequence ends "
+             "(teacher-forced)" if probe.model_eos_probability is not None else "")
+    ev = {"eos_id": e.eos_id, "rows": e.rows, "steps": e.steps, "zero_steps": e.zero_steps, "limit": probe.limit,
+          "frames_generated": ran, "golden_eos_positions": golden, "model_eos_probability": probe.model_eos_probability,
+          "max_probability": e.max_probability, "expected": e.expected}
+    if e.zero_steps == e.steps and (not golden or 2 * ended >= len(golden)):
+        return [make("generation.no_stop", "warning", "generation",
+                     f"the sampler gives EOS (id {e.eos_id}) probability exactly 0 at all {e.steps} steps it sampled "
+                     f"({e.rows} rows, {ran} tokens each, none stopped){data}{model}: generation can never stop", CHECK,
+                     hint="something between the model and the pick masks EOS: look for a special-token mask or a "
+                          "vocabulary slice that covers its id (`logits[:, :n_special] = -inf` meant for PAD and BOS "
+                          "only, an off-by-one `[:, :-1]`), or a minimum length longer than the pieces",
+                     **ev)]
+    if e.log_p_none is not None and e.log_p_none < math.log(NO_EOS_SURPRISE):
+        return [make("generation.no_stop", "warning", "generation",
+                     f"the logits the sampler picked from give EOS (id {e.eos_id}) {e.expected:.1f} expected picks "
+                     f"over "
+                     f"{e.steps} steps (faithful sampling emits none with probability {math.exp(e.log_p_none):.1e}), "
+                     f"and no row of {e.rows} picked it{data}", CHECK,
+                     hint="EOS is dropped after the tapped logits: a top-k/top-p cut or a vocabulary slice off by one "
+                          "that never keeps EOS's id",
+                     log_p_none=e.log_p_none, **ev)]
+    return []
 
 
 def judge_training(data: DataVariety | None, position: PositionProbe | None) -> list[Finding]:

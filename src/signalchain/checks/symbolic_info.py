@@ -1,5 +1,5 @@
 """What the symbolic tokens keep of the music's information: velocities, durations, tempos and
-programs not collapsed to one value, and drums not transposed by a pitch-shift augmentation."""
+programs not collapsed to one value. (Drums transposed by an augmentation: `symbolic_drums.py`.)"""
 
 from __future__ import annotations
 
@@ -11,17 +11,13 @@ from ..findings import Finding
 from ..symbolic.notes import COL
 from ..symbolic.vocab import quarters_per_beat
 from ..trace import Trace
-from ._symbolic import NOTES_STAGES, meta_list, notes_of, symbolic_tokens, time_signature
+from ._symbolic import meta_list, notes_of, symbolic_tokens, time_signature
 from .base import make
+from .symbolic_drums import CORE_KIT, judge_drums_transposed
 
 __all__ = ["judge_collapsed", "judge_drums_transposed", "CORE_KIT"]
 
 CHECK = "checks.symbolic"
-#: General MIDI's core kit: kicks, snare, closed/pedal/open hi-hat, crash, ride.
-CORE_KIT = (35, 36, 38, 40, 42, 44, 46, 49, 51)
-KIT_SHARE_LOW, KIT_SHARE_BACK = 0.5, 0.8
-MIN_DRUM_NOTES = 8
-MIN_EXAMPLE_DRUM_NOTES = 4  # one example's drum notes (a bar of kick, snare and hats holds 6-8)
 MIN_PIECES_FOR_TEMPO = 4
 
 
@@ -118,51 +114,3 @@ def judge_collapsed(trace: Trace) -> list[Finding]:
                              "by a conversion): tempo captions and Tempo tokens then carry nothing",
                         token_type="Tempo", tempo=float(tempos[0]), pieces=len(tempos)))
     return out
-
-
-def _kit_share(pitches: np.ndarray, shift: int = 0) -> float:
-    return float(np.isin(pitches - shift, CORE_KIT).mean()) if pitches.size else 0.0
-
-
-def _shifted_back(pitches: np.ndarray) -> tuple[float, int, float] | None:
-    """(share on the kit, best shift back, share after it) when the drums look shifted, else None."""
-    share = _kit_share(pitches)
-    if share >= KIT_SHARE_LOW:
-        return None
-    shares = {s: _kit_share(pitches, s) for s in range(-12, 13) if s != 0}
-    best = max(shares, key=lambda s: (shares[s], -abs(s)))  # of equal shares, the smallest shift
-    return (share, best, shares[best]) if shares[best] >= KIT_SHARE_BACK else None
-
-
-def judge_drums_transposed(trace: Trace) -> list[Finding]:
-    """Drum notes off the GM kit that one shift of s semitones maps back onto it: a pitch shift applied to drums.
-
-    An augmentation draws its shift per example, so each example is judged on its own as well as the
-    batch as a whole (a +2 on one example keeps the kit, a -1 on another does not)."""
-    if symbolic_tokens(trace) is None and all(notes_of(trace, s) is None for s in NOTES_STAGES[:2]):
-        return []
-    for stage in NOTES_STAGES:
-        got = notes_of(trace, stage)
-        if got is None:
-            continue
-        table = got[0]
-        drums = table[table[:, COL["drum"]] > 0.5]
-        pitches = drums[:, COL["pitch"]].astype(np.int64)
-        groups = [(None, pitches)] if pitches.size >= MIN_DRUM_NOTES else []
-        groups += [(int(e), pitches[drums[:, 0] == e]) for e in np.unique(drums[:, 0])
-                   if (drums[:, 0] == e).sum() >= MIN_EXAMPLE_DRUM_NOTES]
-        shifted = [(e, g, found) for e, g in groups if (found := _shifted_back(g)) is not None]
-        if not shifted:
-            continue
-        example, group, (share, best, back) = shifted[0]
-        where = f"the {group.size} drum notes of {stage}" if example is None else \
-            f"the {group.size} drum notes of example {example} of {stage}"
-        examples = sorted({e for e, _, _ in shifted if e is not None}) or sorted({int(e) for e in drums[:, 0]})
-        return [make("symbolic.drums_transposed", "error", stage,
-                     f"{100 * share:.0f}% of {where} are on the GM kit's core pieces; shifted back by {best:+d} "
-                     f"semitones, {100 * back:.0f}% are", CHECK,
-                     hint="the pitch-shift augmentation transposes drum tracks too: drum pitches name instruments, "
-                          "not notes; skip tracks with is_drum (channel 10) when transposing",
-                     shift=int(best), share=share, share_shifted=back, drum_notes=int(group.size),
-                     examples=examples[:8], pitches=sorted(set(group.tolist()))[:16])]
-    return []

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .symbolic import EosProbe, EosStats
+
 __all__ = ["TokenStats", "SamplerFit", "GenerationRun", "StopProbe", "PositionProbe", "DataVariety",
            "Checkpoint", "NearestExample", "GenerationMeasurement"]
 
@@ -70,6 +72,7 @@ class GenerationRun:
     # generate returned audio only (HF's model.generate): what came back ("audio [2, 1, 16000]"); the
     # token measures (stats, fit, invalid tokens) are then None and only `audio_loop` is measured
     audio_only: str | None = None
+    eos: EosStats | None = None  # symbolic ids with an EOS id: what the run did with it
 
 
 @dataclass
@@ -144,6 +147,8 @@ class GenerationMeasurement:
     checkpoints: list[Checkpoint] = field(default_factory=list)
     nearest: list[NearestExample] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    eos: EosProbe | None = None  # symbolic: the run to the golden length when the configured one cannot stop
+    symbolic: bool = False  # symbolic ids (one stream of tokens, not codec frames): findings speak of tokens
 
     def run(self, label: str) -> GenerationRun | None:
         return next((r for r in self.runs if r.label == label), None)

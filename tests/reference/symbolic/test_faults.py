@@ -105,3 +105,17 @@ def test_each_own_fault_fires_its_id_at_its_stage(bed, name: str) -> None:
     hits = [x for x in found if x.id in f.expected_ids]
     assert hits, (name, [(x.id, x.stage) for x in found])
     assert any(x.stage == f.expected_stage for x in hits), (name, [(x.id, x.stage) for x in hits])
+
+
+def test_drums_shifted_onto_other_kit_pieces_need_the_source_beside_the_augmented_notes(bed) -> None:
+    from signalchain.checks.symbolic_drums import _kit_rule
+
+    p = bed.with_faults(["whole_tone_shift_includes_drums"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with record(values=True) as trace:
+            p.step(p.build_model(0), p.golden_batch(0), tap)
+    assert _kit_rule(trace, ("notes.augmented",)) == []  # still on the core kit: membership cannot tell
+    hits = [f for f in _findings(p) if f.id == "symbolic.drums_transposed"]
+    assert [(f.stage, f.evidence["evidence_kind"]) for f in hits] == [("notes.augmented", "source_vs_augmented")]
+    assert all(abs(s) == 2 for v in hits[0].evidence["shifts"].values() for s in v)

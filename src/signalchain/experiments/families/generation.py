@@ -9,7 +9,7 @@ import numpy as np
 
 from ...audio.resample import resample
 from ...checks.base import make
-from ...checks.generation import judge_memorised, judge_sampler, judge_stop, judge_training, verdict
+from ...checks.generation import judge_eos, judge_memorised, judge_sampler, judge_stop, judge_training, verdict
 from ...checks.symbolic_repetition import judge_note_repetition
 from ...findings import Finding
 from ...records.figures import Audio, Curves, Figure, Table, Text
@@ -62,7 +62,7 @@ def _metrics(out: GenerationOutcome, side: str, text: str) -> dict[str, Figure]:
     rep: GenerationMeasurement = out.report
     m: dict[str, Figure] = {"generation.verdict": Text("Verdict: where the repetition comes from", text)}
     m["generation.runs"] = Table(f"Sampling settings on the same {rep.prompts} prompts, "
-                            f"{rep.frames} frames (fresh model, then checkpoints)",
+                            f"{rep.frames} {'tokens' if rep.symbolic else 'frames'} (fresh model, then checkpoints)",
                             ["run", "status", "token entropy", "repeated 4-grams", "longest repeat",
                                         "loop period (strength)", "top-1 picks", "top-1 if faithful",
                                         "fitted temperature", "max rank", "guidance",
@@ -125,7 +125,7 @@ def _show(said: tuple[GenerationOutcome, str, str]) -> dict[str, Figure]:
 
 
 def _stop(out: GenerationOutcome) -> list[Finding]:
-    return judge_stop(out.report.stop)
+    return judge_stop(out.report.stop) + judge_eos(out.report.eos)
 
 
 def _training(out: GenerationOutcome) -> list[Finding]:

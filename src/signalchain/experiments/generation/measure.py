@@ -30,6 +30,7 @@ from .._seed import seed_everything
 from ..context import Context
 from ..optimisation._train import update_step
 from .data import measure_data_variety, probe_positions
+from .eos import eos_probe, symbolic_eos_id
 from .memory import examples_from_pipeline, nearest_examples
 from .metrics import logit_entropy
 from .runs import NEUTRAL, codes_of, generate_once, stop_probe, take
@@ -97,8 +98,9 @@ class _Session:
         self.frames, self.seed = self.b.gen_frames, ctx.seed
         tokens = ctx.golden().trace.get("tokens")
         self.frame_rate = tokens.meta.get("frame_rate") if tokens is not None else None
+        self.eos_id = symbolic_eos_id(ctx)  # symbolic ids only: what each run does with EOS
         self.report = GenerationMeasurement(frames=self.frames, prompts=self.b.gen_prompts, frame_rate=self.frame_rate,
-                                       runs=[])
+                                       runs=[], symbolic=tokens is not None and tokens.meta.get("kind") == "symbolic")
         self.out = GenerationOutcome(self.report)
         self.out.sample_rate = getattr(self.p, "sample_rate", None)
         self.model = ctx.fresh_model()
@@ -109,7 +111,8 @@ class _Session:
 
     def run(self, label: str, overrides: dict[str, Any], seed: int | None = None) -> GenerationRun:
         r, trace, result = generate_once(self.p, self.model, self.prompts, label, overrides,
-                                         self.seed if seed is None else seed, self.frames, self.frame_rate)
+                                         self.seed if seed is None else seed, self.frames, self.frame_rate,
+                                         eos_id=self.eos_id)
         t = trace.get("generation.tokens") if trace is not None else None
         # a tapped [B, T] (one token stream: symbolic ids) reads as [B, 1, T], like a returned one
         self.codes[label] = codes_of(t.value) if t is not None and t.value is not None else codes_of(result)
@@ -155,6 +158,8 @@ class _Session:
 
     def probes(self) -> None:
         self.report.stop = stop_probe(self.p, self.model, self.prompts, self.frames, self.seed)
+        self.report.eos = eos_probe(self.ctx, self.model, self.prompts, self.report.run(self.report.configured),
+                                    self.eos_id, self.frame_rate)
         self.report.position = probe_positions(self.ctx, self.model)
         self.report.data, self.seen = measure_data_variety(self.ctx, self.model, self.batches)
 

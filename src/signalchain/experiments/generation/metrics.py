@@ -10,9 +10,10 @@ import numpy as np
 
 from ...audio.features import log_mel
 from ...records.generation import SamplerFit, TokenStats
+from ...records.symbolic import EosStats
 
 __all__ = ["token_stats", "sampler_fit", "guidance_coefficient", "frame_entropy", "audio_loop",
-           "logit_entropy"]
+           "logit_entropy", "eos_stats"]
 
 NGRAM = 4  # repeated 4-frame phrases: long enough not to count sustained notes as loops
 
@@ -190,3 +191,25 @@ def audio_loop(audio: np.ndarray, sample_rate: int, min_seconds: float = 0.1) ->
         if r > best:
             best_lag, best = lag, r
     return {"self_similarity": float(off.mean()), "loop_seconds": best_lag / 50.0, "loop_strength": best}
+
+
+def eos_stats(codes: np.ndarray, eos_id: int, logits: np.ndarray | None = None) -> EosStats:
+    """What a run did with EOS: rows that emitted it (ids `[B, 1, T]`), and from the logits the sampler
+    picked from (`[B, 1, T, V]`, NaN where nothing was sampled) its EOS probability at each sampled step.
+    A probability of exactly 0 (float64 softmax) is a mask: no model logit lies 745 nats below the best."""
+    rows = int(codes.shape[0])
+    emitted = int((codes == eos_id).reshape(rows, -1).any(axis=1).sum())
+    out = EosStats(eos_id=int(eos_id), rows=rows, emitted=emitted, length=int(codes.shape[-1]))
+    if logits is None or logits.ndim != 4 or logits.shape[:3] != codes.shape or not 0 <= eos_id < logits.shape[-1]:
+        return out
+    z = np.asarray(logits, dtype=np.float64).reshape(-1, logits.shape[-1])
+    z = z[~np.isnan(z).any(axis=1)]  # sampled steps only (BOS, prompt and after EOS are NaN)
+    z = z[np.isfinite(z.max(axis=1))]
+    if not len(z):
+        return out
+    z = z - z.max(axis=1, keepdims=True)
+    p = np.exp(z[:, eos_id]) / np.exp(z).sum(axis=1)
+    out.steps, out.zero_steps = int(len(p)), int((p == 0).sum())
+    out.max_probability, out.expected = float(p.max()), float(p.sum())
+    out.log_p_none = float(np.log1p(-np.minimum(p, 1 - 1e-12)).sum())
+    return out

@@ -20,7 +20,7 @@ from ...records.generation import GenerationRun, StopProbe
 from ...trace import Trace, record, tap
 from .._outputs import call_decode, generated_field, read_generated
 from .._seed import seed_everything
-from .metrics import audio_loop, guidance_coefficient, sampler_fit, token_stats
+from .metrics import audio_loop, eos_stats, guidance_coefficient, sampler_fit, token_stats
 
 __all__ = ["take", "generate_once", "call_generate", "codes_of", "NEUTRAL", "stop_probe"]
 
@@ -95,8 +95,10 @@ def _tapped_or_returned(trace: Trace | None, result: Any) -> np.ndarray | None:
 
 
 def generate_once(p: Any, model: Any, batch: Any, label: str, overrides: dict[str, Any], seed: int,
-                  frames: int, frame_rate: float | None = None) -> tuple[GenerationRun, Trace | None, Any]:
-    """One generate call, measured: token statistics, the sampler's fit to its logits, guidance."""
+                  frames: int, frame_rate: float | None = None,
+                  eos_id: int | None = None) -> tuple[GenerationRun, Trace | None, Any]:
+    """One generate call, measured: token statistics, the sampler's fit to its logits, guidance; and,
+    for symbolic ids whose vocabulary has an EOS id (`eos_id`), what it did with EOS."""
     sampling = {"max_frames": frames, "seed": seed, **overrides}
     run = GenerationRun(label=label, overrides={k: v for k, v in overrides.items() if k != "prompt"}, seed=seed)
     if "prompt" in overrides:
@@ -139,8 +141,12 @@ def generate_once(p: Any, model: Any, batch: Any, label: str, overrides: dict[st
     valid = codes[:, :, : run.frames_generated] if run.frames_generated else codes
     run.stats = token_stats(valid, frame_rate)
     run.audio_loop = _audio_loop(p, valid[:1], model)
+    g = None
     if "generation.logits" in trace and trace["generation.logits"].value is not None:
         g = np.asarray(trace.value("generation.logits"), dtype=np.float64)  # [B, K, T, C]
+    if eos_id is not None and codes.shape[1] == 1:
+        run.eos = eos_stats(codes, eos_id, g)
+    if g is not None:
         if g.shape[:3] == codes.shape:
             n = run.frames_generated or codes.shape[-1]
             sampled = np.isfinite(g[:, :, :n]).all(-1)

@@ -68,3 +68,28 @@ def _sampler_context_window(p: SymbolicBedPipeline) -> None:
         model.forward = windowed  # type: ignore[method-assign]
 
     patch_model(p, edit)
+
+
+@fault("special_token_mask_covers_eos", GENERATION, "a sampler that can never emit EOS: generation never stops",
+       SECTION, ["generation.no_stop"], "generation", symptom="repetitive")
+def _special_token_mask_covers_eos(p: SymbolicBedPipeline) -> None:
+    specials = len(p.tokenizer.special_tokens)  # PAD, BOS, EOS: ids 0, 1, 2
+
+    def edit(model: SymbolicLM) -> None:
+        forward = model.forward
+
+        def no_specials(ids: torch.Tensor, padding: Any, memory: torch.Tensor,
+                        memory_mask: torch.Tensor) -> torch.Tensor:
+            logits = forward(ids, padding, memory, memory_mask)
+            if padding is None:  # generation
+                # Bug: "the sampler must never write PAD or BOS in the middle of a piece" became
+                # `logits[..., :len(tokenizer.special_tokens)] = finfo.min`; the special tokens are PAD,
+                # BOS and EOS, so EOS (id 2) is masked too: no piece ever ends, every sample runs to
+                # max_frames and the decoded music trails off into whatever the model plays next.
+                logits = logits.clone()
+                logits[..., :specials] = torch.finfo(logits.dtype).min
+            return logits
+
+        model.forward = no_specials  # type: ignore[method-assign]
+
+    patch_model(p, edit)

@@ -148,7 +148,7 @@ def _kl_loss_log_of_zero(p: SymbolicBedPipeline) -> None:
         ids, padding = p.prepare(batch, tap)
         memory, memory_mask = p.condition(model, list(batch.captions), batch.seed, tap)
         targets = p.targets_from(ids, padding)
-        tap("targets", targets, ignore_index=IGNORE, cardinality=len(p.tokenizer))
+        tap("targets", targets, ignore_index=IGNORE, cardinality=len(p.tokenizer), shift=1)  # as the bed taps it
         mask = targets != IGNORE
         tap("mask.loss", mask)
         logits = model(ids, padding, memory, memory_mask)
