@@ -18,6 +18,7 @@ from ._util import (
     value,
 )
 from .base import make
+from .inputs import judge_tapped_inputs
 
 __all__ = ["judge_batch_sizes", "judge_shapes", "judge_initial_loss", "judge_masks", "judge_targets", "DATA_CHECKS"]
 
@@ -149,7 +150,7 @@ def judge_masks(trace: Trace) -> list[Finding]:
         if trained:
             out.append(make("mask.padding_trained", "error", "mask.loss",
                             f"{trained} loss positions lie in padding (frames the padding mask marks invalid"
-                            + (f", moved by the delays {view.pattern_delays}" if view.target_time == "pattern" else "")
+                            + (f", moved by the delays {view.padding_delays}" if view.target_time == "pattern" else "")
                             + ")", CHECK,
                             hint="AND the loss mask with the padding mask (or set padded labels to the ignore index): "
                                  "padding trained as targets teaches the model to emit silence", positions=trained,
@@ -211,11 +212,14 @@ def judge_targets(trace: Trace) -> list[Finding]:
                             hint="the targets are not the codes of this audio: check that targets come from the same "
                                  "batch (no shuffle, no stale buffer, no random init left in place)",
                             best_delay=best_d, agreement=top, temporal_mi=mi))
-        elif base is not None:
+        else:
             # s: targets[t] = tokens[t + s] in the layout's own time (pattern delays taken out).
-            shifts = [b - d for b, d in zip(base, best_d)]
-            at_expected = [delay_agreement(tokens, targets, mask, k, b - shift) or 0.0 for k, b in enumerate(base)]
-            if shifts != [shift] * len(shifts) or min(at_expected) < 0.98:
+            shifts = [b - d for b, d in zip(base, best_d)] if base is not None else None
+            at_expected = [delay_agreement(tokens, targets, mask, k, b - shift) or 0.0
+                           for k, b in enumerate(base)] if base is not None else None
+            trained = view.training_delays
+            if shifts is not None and at_expected is not None and \
+                    (shifts != [shift] * len(shifts) or min(at_expected) < 0.98):
                 out.append(make("targets.misaligned", "error", "targets",
                                 f"targets equal the tokens shifted by {shifts} frames per codebook (expected {shift} "
                                 "everywhere" + ("" if frame_time else f" after the pipeline's own delays {base}")
@@ -225,17 +229,18 @@ def judge_targets(trace: Trace) -> list[Finding]:
                                             "logits[t] must predict the token the model has not seen",
                                 shift_per_codebook=shifts, expected_shift=shift, delays=best_d, pattern_delays=base,
                                 agreement=agree_k, layout=view.describe()))
-            elif view.model_delays is not None and len(view.model_delays) == len(base) and base != view.model_delays:
+            elif view.model_delays is not None and trained is not None and \
+                    len(view.model_delays) == len(trained) and trained != view.model_delays:
                 # Targets agree with the pipeline's own pattern, but the model generates with another.
-                wrong = [k for k, (b, m) in enumerate(zip(base, view.model_delays)) if b != m]
+                wrong = [k for k, (b, m) in enumerate(zip(trained, view.model_delays)) if b != m]
                 out.append(make("targets.misaligned", "error", "targets",
-                                f"the training pattern delays the codebooks by {base} frames, but the model generates "
-                                f"with the delays {view.model_delays}: codebooks {wrong} are trained at positions "
-                                "generation never asks them for", CHECK,
+                                f"the training pattern delays the codebooks by {trained} frames, but the model "
+                                f"generates with the delays {view.model_delays}: codebooks {wrong} are trained at "
+                                "positions generation never asks them for", CHECK,
                                 hint="build the labels with the model's own delay pattern (for HF MusicGen "
                                      "`decoder.build_delay_pattern_mask`; stereo checkpoints share a delay per "
                                      "codebook pair, mono ones do not)",
-                                pattern_delays=base, model_delays=view.model_delays, codebooks=wrong,
+                                pattern_delays=trained, model_delays=view.model_delays, codebooks=wrong,
                                 layout=view.describe()))
     elif tokens is None:
         mi = temporal_mutual_information(targets)
@@ -247,4 +252,4 @@ def judge_targets(trace: Trace) -> list[Finding]:
     return out
 
 
-DATA_CHECKS = (judge_batch_sizes, judge_shapes, judge_initial_loss, judge_masks, judge_targets)
+DATA_CHECKS = (judge_batch_sizes, judge_shapes, judge_initial_loss, judge_masks, judge_targets, judge_tapped_inputs)
