@@ -45,26 +45,34 @@ def hf_inputs_trace(tokens: np.ndarray, tap_as: str = "tokens.input", layout: st
     return make_trace(*stages)
 
 
-def pattern_sequence(tokens: np.ndarray, delays: list[int] | None = None, empty_first: bool = True) -> np.ndarray:
+def pattern_sequence(tokens: np.ndarray, delays: list[int] | None = None, empty_first: bool = True,
+                     valid_only: bool = False) -> np.ndarray:
     """AudioCraft's delayed pattern sequence `[B, K, S]`: an empty (special) first step when
-    `empty_first`, then codebook k of frame t at step t + delay(k) (+1), the special id elsewhere."""
+    `empty_first`, then codebook k of frame t at step t + delay(k) (+1), the special id elsewhere.
+    `valid_only` keeps the steps up to the last one every codebook reaches, as `compute_predictions`
+    does by default (S = T + 1)."""
     b, k, t = tokens.shape
     delays = list(range(k)) if delays is None else delays
     first = 1 if empty_first else 0
     seq = np.full((b, k, t + max(delays) + first), PAD, dtype=np.int64)
     for j, d in enumerate(delays):
         seq[:, j, first + d : first + d + t] = tokens[:, j]
-    return seq
+    return seq[..., : t + first] if valid_only else seq
 
 
 def audiocraft_trace(tokens: np.ndarray, tap_as: str = "tokens.input", sequence: np.ndarray | None = None,
-                     padding: np.ndarray | None = None, **meta: Any):
-    """AudioCraft's `compute_predictions`: the model reads the pattern sequence; its logits come back
-    in frame time `[B, K, T, card]` with a mask; the targets are the codes `[B, K, T]`."""
+                     valid_frames: list[int] | None = None, **meta: Any):
+    """AudioCraft's `run_step`: codes `[B, K, T]` with the special id on padded frames and a padding
+    mask `[B, K, T]`; the model reads the pattern sequence (`valid_only`); its logits come back in
+    frame time `[B, K, T, card]` with a mask of the steps each codebook really had; the targets are
+    the codes, and the loss mask is that mask and the padding."""
     b, k, t = tokens.shape
-    seq = pattern_sequence(tokens) if sequence is None else sequence
-    padding = np.ones((b, t), bool) if padding is None else padding
-    mask = np.broadcast_to(padding[:, None, :], (b, k, t)).copy()
-    return make_trace(("tokens", tokens, {"cardinality": CARD}), ("mask.padding", padding),
-                      (tap_as, seq, meta), ("targets", tokens), ("logits", np.zeros((b, k, t, CARD), np.float32)),
+    valid = np.array(valid_frames if valid_frames is not None else [t] * b)
+    padding = np.broadcast_to((np.arange(t)[None, :] < valid[:, None])[:, None, :], (b, k, t)).copy()
+    codes = np.where(padding, tokens, PAD)
+    seq = pattern_sequence(codes, valid_only=True) if sequence is None else sequence
+    reached = np.arange(t)[None, None, :] + np.arange(k)[None, :, None] + 1 < seq.shape[-1]  # [1, K, T]
+    mask = padding & reached
+    return make_trace(("tokens", codes, {"cardinality": CARD}), ("mask.padding", padding),
+                      (tap_as, seq, meta), ("targets", codes), ("logits", np.zeros((b, k, t, CARD), np.float32)),
                       ("mask.loss", mask), ("loss", float(np.log(CARD))))

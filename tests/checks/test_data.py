@@ -204,6 +204,7 @@ def test_every_label_ignored_is_an_empty_mask(tokens):
 # ---- decoder inputs tapped (docs/taps.md): read as inputs, never as misalignment -------------------
 
 from _decoder_inputs import audiocraft_trace, hf_inputs_trace, pattern_sequence  # noqa: E402
+from signalchain.checks.tokens import TOKEN_CHECKS  # noqa: E402
 
 
 @pytest.mark.parametrize("tap_as", ["tokens.input", "tokens.pattern"])
@@ -245,8 +246,11 @@ def test_padding_in_hf_inputs_tapped_as_pattern_is_still_padding_trained():
 def test_frame_time_targets_with_an_audiocraft_sequence_and_the_models_delays(seed):
     toks = codec_like_tokens(seed=seed)
     for tap_as in ("tokens.input", "tokens.pattern"):
-        assert _all(audiocraft_trace(toks, tap_as, model_delay=[0, 1, 2, 3])) == []
-        assert _all(audiocraft_trace(toks, tap_as)) == []
+        for valid in (None, [50, 50, 50, 30]):  # short clips: codes set to the special id, a [B, K, T] padding mask
+            assert _all(audiocraft_trace(toks, tap_as, valid_frames=valid, model_delay=[0, 1, 2, 3])) == []
+            assert _all(audiocraft_trace(toks, tap_as, valid_frames=valid)) == []
+            got = [f.id for f in TOKEN_CHECKS[1](audiocraft_trace(toks, tap_as, valid_frames=valid))]
+            assert got == [], got  # the special id on padded frames is not a code out of range
     # A real pattern whose delays are not the model's is still misaligned in frame time.
     wrong = pattern_sequence(toks, delays=[0, 0, 1, 1], empty_first=False)
     found = judge_targets(audiocraft_trace(toks, "tokens.pattern", sequence=wrong, model_delay=[0, 1, 2, 3]))

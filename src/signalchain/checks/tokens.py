@@ -76,9 +76,13 @@ def judge_tokens(trace: Trace) -> list[Finding]:
     if tokens is None or rec is None or tokens.ndim != 3 or rec.meta.get("kind") == "symbolic":
         return []  # symbolic ids (even Octuple's [B, T, F]) are checks/symbolic*'s
     out: list[Finding] = []
+    padding = value(trace, "mask.padding")
     card = rec.meta.get("cardinality")
     if card is not None:
         bad = (tokens < 0) | (tokens >= int(card))
+        if padding is not None and padding.shape[-1] == tokens.shape[-1]:
+            # Padded frames may hold any id (AudioCraft writes its special token there): only real ones count.
+            bad &= as_bool_mask(padding, tokens.shape)
         edges = _pattern_edges(tokens, bad)
         if edges is not None:
             out.append(make("tap.read_as", "info", "tokens",
@@ -96,14 +100,13 @@ def judge_tokens(trace: Trace) -> list[Finding]:
                     "error",
                     "tokens",
                     f"{int(bad.sum())} tokens lie outside [0, {card}) "
-                    f"(min {int(tokens.min())}, max {int(tokens.max())})",
+                    f"(min {int(tokens[bad].min())}, max {int(tokens[bad].max())})",
                     CHECK,
                     hint="a pad/special id or a codec with another cardinality produced these codes",
                     count=int(bad.sum()),
                     cardinality=int(card),
                 )
             )
-    padding = value(trace, "mask.padding")
     valid = as_bool_mask(padding, tokens.shape)[:, 0, :]  # [B, T]
     frames = tokens.transpose(0, 2, 1)[valid]  # [N, K]: one code pattern per valid frame
     if frames.size == 0:
