@@ -95,6 +95,20 @@ def test_misaligned_targets_name_the_shift(tokens):
     f = judge_targets(step_trace(tokens, targets=shifted))
     assert ids(f) == [("targets.misaligned", "targets")]
     assert f[0].evidence["shift_per_codebook"] == [1, 1, 1, 1]
+    # Beside a delay pattern (logits reverted to the codes' time, as AudioCraft's), one step ahead is
+    # an off-by-one even where every target matches.
+    ahead = tokens.copy()
+    ahead[..., :-1] = tokens[..., 1:]
+    mask = np.ones(tokens.shape, bool)
+    mask[..., -1] = False
+    pattern = np.full((4, 4, 53), 64)
+    for k in range(4):
+        pattern[:, k, k : k + 50] = tokens[:, k]
+    f = judge_targets(step_trace(tokens, targets=ahead, mask=mask, **{"tokens.pattern": pattern}))
+    assert ids(f) == [("targets.misaligned", "targets")]
+    # With nothing tapped that says what the model reads, the next-token convention may be meant: info.
+    f = judge_targets(step_trace(tokens, targets=ahead, mask=mask))
+    assert [(x.id, x.severity.value) for x in f] == [("tap.ambiguous", "info")]
     one = tokens.copy()
     one[:, 3] = np.roll(tokens[:, 3], 1, axis=-1)  # one codebook delayed twice
     f = judge_targets(step_trace(tokens, targets=one))

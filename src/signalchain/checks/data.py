@@ -195,12 +195,15 @@ def judge_targets(trace: Trace) -> list[Finding]:
                            hint="the targets carry no information: check what is passed as targets (a zero tensor, "
                                 "a fill value, the pad id, an index instead of a code)", values=values,
                            count=int(valid.size))]
-    shift = int(trace["targets"].meta.get("shift", 0))
+    declared = trace["targets"].meta.get("shift")
+    shift = int(declared) if declared is not None else 0
     if tokens is not None and tokens.shape[:2] == targets.shape[:2]:
         frame_time = tokens.shape[-1] == targets.shape[-1]
         base = [0] * tokens.shape[1] if frame_time else view.pattern_delays
         if base is not None and len(base) != tokens.shape[1]:
             base = None
+        read = _shift_read_from_inputs(view, base) if declared is None else None
+        shift = read if read is not None else shift
         span = targets.shape[-1] - tokens.shape[-1]
         best_d, agree_k = infer_delays(tokens, targets, mask, max_delay=max(span, 0) + MAX_SHIFT)
         top = float(np.mean(agree_k))
@@ -218,8 +221,23 @@ def judge_targets(trace: Trace) -> list[Finding]:
             at_expected = [delay_agreement(tokens, targets, mask, k, b - shift) or 0.0
                            for k, b in enumerate(base)] if base is not None else None
             trained = view.training_delays
-            if shifts is not None and at_expected is not None and \
-                    (shifts != [shift] * len(shifts) or min(at_expected) < 0.98):
+            misaligned = shifts is not None and at_expected is not None and \
+                (shifts != [shift] * len(shifts) or min(at_expected) < 0.98)
+            if misaligned and declared is None and read is None and frame_time and view.pattern_role is None \
+                    and shifts == [1] * len(shifts) and min(agree_k) >= 0.999 and not mask[..., -1].any():
+                # Targets one step ahead of the tokens, and nothing that says what the model reads: the
+                # text-LM convention (the model reads tokens[t] and predicts tokens[t + 1]) is correct,
+                # an off-by-one on logits already aligned with the codes is not. Not an error to guess
+                # (where the last step, which has no next token, is left out of the loss).
+                out.append(make("tap.ambiguous", "info", "targets",
+                                "targets equal the tokens one step ahead (targets[t] = tokens[t + 1]) in every "
+                                "codebook: right when the model reads the tokens themselves (the text-LM shift), "
+                                "wrong when its logits are already aligned with the codes; nothing tapped tells which",
+                                CHECK, hint="tap what the model reads as tokens.input, or declare the shift on the "
+                                            "targets tap (`shift=1`); docs/taps.md",
+                                shift_per_codebook=shifts, agreement=agree_k, layout=view.describe()))
+                misaligned = False
+            if misaligned:
                 out.append(make("targets.misaligned", "error", "targets",
                                 f"targets equal the tokens shifted by {shifts} frames per codebook (expected {shift} "
                                 "everywhere" + ("" if frame_time else f" after the pipeline's own delays {base}")
@@ -250,6 +268,18 @@ def judge_targets(trace: Trace) -> list[Finding]:
                             CHECK, hint="tap the tokens as well so targets can be matched against them",
                             temporal_mi=mi, unigram_entropy=unigram_entropy(targets, mask)))
     return out
+
+
+def _shift_read_from_inputs(view, base: list[int] | None) -> int | None:
+    """The shift of targets against tokens that the tapped inputs make right: inputs at step t + 1 hold
+    the target of step t, so inputs `r` steps late against the tokens (pattern delays taken out) mean
+    targets `1 - r` steps ahead. None without inputs on the targets' time axis, or with inputs that
+    are not uniformly late."""
+    x, y = view.inputs, view.targets
+    if x is None or y is None or base is None or view.input_delays is None or x.shape[-1] != y.shape[-1]:
+        return None
+    late = {d - b for d, b in zip(view.input_delays, base)}
+    return 1 - late.pop() if len(late) == 1 else None
 
 
 DATA_CHECKS = (judge_batch_sizes, judge_shapes, judge_initial_loss, judge_masks, judge_targets, judge_tapped_inputs)
