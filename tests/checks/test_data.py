@@ -269,3 +269,21 @@ def test_frame_time_targets_with_an_audiocraft_sequence_and_the_models_delays(se
     wrong = pattern_sequence(toks, delays=[0, 0, 1, 1], empty_first=False)
     found = judge_targets(audiocraft_trace(toks, "tokens.pattern", sequence=wrong, model_delay=[0, 1, 2, 3]))
     assert ids(found) == [("targets.misaligned", "targets")] and found[0].evidence["codebooks"] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_plain_and_symbolic_loops_of_docs_taps_are_silent(seed):
+    toks = codec_like_tokens(seed=seed)
+    start = np.full(toks.shape[:2] + (1,), 64)
+    plain = step_trace(toks, **{"tokens.input": np.concatenate([start, toks[..., :-1]], axis=-1)})
+    assert _all(plain) == []
+    assert ids(_all(step_trace(toks, **{"tokens.input": toks}))) == [("targets.misaligned", "targets")]
+    rng = np.random.default_rng(seed)
+    sym = rng.integers(3, 40, size=(4, 30))
+    targets = np.full_like(sym, -100)
+    targets[:, :-1] = sym[:, 1:]
+    for meta in ({"ignore_index": -100, "shift": 1}, {"ignore_index": -100}):
+        t = make_trace(("tokens", sym, {"kind": "symbolic", "cardinality": 40}), ("tokens.input", sym),
+                       ("targets", targets, meta), ("mask.loss", targets != -100),
+                       ("logits", np.zeros((4, 30, 40), np.float32)))
+        assert _all(t) == [] and [f for f in DATA_CHECKS[-1](t)] == []

@@ -237,7 +237,7 @@ def judge_targets(trace: Trace) -> list[Finding]:
                                             "targets tap (`shift=1`); docs/taps.md",
                                 shift_per_codebook=shifts, agreement=agree_k, layout=view.describe()))
                 misaligned = False
-            if misaligned:
+            if misaligned and read is None:  # with inputs tapped, judge_tapped_inputs says it (input vs targets)
                 out.append(make("targets.misaligned", "error", "targets",
                                 f"targets equal the tokens shifted by {shifts} frames per codebook (expected {shift} "
                                 "everywhere" + ("" if frame_time else f" after the pipeline's own delays {base}")
