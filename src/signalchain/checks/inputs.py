@@ -156,8 +156,9 @@ def judge_tapped_inputs(trace: Trace) -> list[Finding]:
     if unread:
         best = [round(max(per_k[k].values()), 3) for k in unread]
         out.append(make("tap.ambiguous", "info", stage,
-                        f"{stage} matches the targets at no shift from 0 to {span + MAX_LAG} steps (codebooks {unread}, "
-                        f"best agreement {best}): whether the model sees its answer cannot be told from it", CHECK,
+                        f"{stage} matches the targets at no shift from 0 to {span + MAX_LAG} steps (codebooks "
+                        f"{unread}, best agreement {best}): whether the model sees its answer cannot be told from it",
+                        CHECK,
                         hint=f"tap the ids the model reads, in the targets' layout ({TAPS_DOC}); the embedding probe "
                              "of the data family judges what enters the model in any case",
                         codebooks=unread, best_agreement=best, **ev))

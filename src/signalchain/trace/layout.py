@@ -199,7 +199,8 @@ def _declared_delays(trace: Any) -> list[int] | None:
     for name in ("tokens.pattern", "tokens.input", "targets"):
         rec = trace.get(name)
         d = rec.meta.get("delay") if rec is not None else None
-        if isinstance(d, (list, tuple)) and all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in d):
+        if isinstance(d, (list, tuple)) and all(isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+                                                for x in d):
             return [int(x) for x in d]
     return None
 

@@ -76,14 +76,11 @@ def confident_delays(frames: np.ndarray, delayed: np.ndarray, mask: np.ndarray |
         return None
     b, k_, t = frames.shape
     hi = hi if hi is not None else delayed.shape[-1] - t + 3
-    fv = None
+    valid = None  # real frames only, when the padding mask fits the frames
     if frame_valid is not None:
         fv = frame_valid.astype(bool)
         fv = np.broadcast_to(fv[:, None, :], (b, k_, fv.shape[-1])) if fv.ndim == 2 else fv
-        if fv.shape != frames.shape:
-            fv = None
-    # Real frames only: compare `delayed` (as inputs) against the frames (as targets), positions masked.
-    valid = fv
+        valid = fv if fv.shape == frames.shape else None
     delays, scores = [], []
     for k in range(k_):
         got = {}
