@@ -11,7 +11,9 @@ another and in one layout or another:
     inputs   "shifted" (right) or "labels" (the bug: decoder_input_ids = labels, unshifted)
     padded   whether the golden batch holds a clip shorter than the crop (padding frames)
 
-    signalchain doctor tests/integrations/hf_user_decoder_inputs.py:make_pipeline
+    signalchain doctor tests/integrations/hf_user_decoder_inputs.py:make_pipeline              # tokens.input
+    signalchain doctor tests/integrations/hf_user_decoder_inputs.py:make_pipeline_as_pattern   # the issue's loop
+    signalchain doctor tests/integrations/hf_user_decoder_inputs.py:make_pipeline_unshifted    # the bug
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from transformers.models.musicgen.modeling_musicgen import shift_tokens_right
 
 from signalchain import StepOutput
 
-__all__ = ["HFUserDecoderInputs", "make_pipeline", "decoder_inputs"]
+__all__ = ["HFUserDecoderInputs", "make_pipeline", "make_pipeline_as_pattern", "make_pipeline_unshifted",
+           "decoder_inputs"]
 
 
 def _base() -> Any:
@@ -113,3 +116,13 @@ class HFUserDecoderInputs(_hf.HFUserPipeline):
 
 def make_pipeline() -> HFUserDecoderInputs:
     return HFUserDecoderInputs()
+
+
+def make_pipeline_as_pattern() -> HFUserDecoderInputs:
+    """The loop of issue 24: decoder inputs tapped as tokens.pattern, every clip longer than the crop."""
+    return HFUserDecoderInputs("tokens.pattern", "BKT", "shifted", padded=False)
+
+
+def make_pipeline_unshifted() -> HFUserDecoderInputs:
+    """decoder_input_ids = labels (-100 as the pad id), tapped as tokens.input."""
+    return HFUserDecoderInputs("tokens.input", "BKT", "labels")
