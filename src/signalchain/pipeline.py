@@ -154,7 +154,7 @@ def validate_pipeline(obj: Any, origin: str = "pipeline") -> Any:
     if missing:
         raise PipelineError(
             f"{origin} ({type(obj).__name__}) is not a Pipeline: it lacks {', '.join(missing)}; "
-            f"a pipeline needs {', '.join(REQUIRED)} (DESIGN §3)"
+            f"a pipeline needs {', '.join(REQUIRED)} (docs/taps.md shows one)"
         )
     not_callable = [m for m in REQUIRED[1:] if not callable(getattr(obj, m))]
     if not_callable:

@@ -95,6 +95,20 @@ def test_misaligned_targets_name_the_shift(tokens):
     f = judge_targets(step_trace(tokens, targets=shifted))
     assert ids(f) == [("targets.misaligned", "targets")]
     assert f[0].evidence["shift_per_codebook"] == [1, 1, 1, 1]
+    # Beside a delay pattern (logits reverted to the codes' time, as AudioCraft's), one step ahead is
+    # an off-by-one even where every target matches.
+    ahead = tokens.copy()
+    ahead[..., :-1] = tokens[..., 1:]
+    mask = np.ones(tokens.shape, bool)
+    mask[..., -1] = False
+    pattern = np.full((4, 4, 53), 64)
+    for k in range(4):
+        pattern[:, k, k : k + 50] = tokens[:, k]
+    f = judge_targets(step_trace(tokens, targets=ahead, mask=mask, **{"tokens.pattern": pattern}))
+    assert ids(f) == [("targets.misaligned", "targets")]
+    # With nothing tapped that says what the model reads, the next-token convention may be meant: info.
+    f = judge_targets(step_trace(tokens, targets=ahead, mask=mask))
+    assert [(x.id, x.severity.value) for x in f] == [("tap.ambiguous", "info")]
     one = tokens.copy()
     one[:, 3] = np.roll(tokens[:, 3], 1, axis=-1)  # one codebook delayed twice
     f = judge_targets(step_trace(tokens, targets=one))
@@ -199,3 +213,77 @@ def test_hf_shapes_are_read_in_their_own_layout(tokens):
 def test_every_label_ignored_is_an_empty_mask(tokens):
     f = judge_masks(hf_step_trace(tokens, labels_edit=lambda lab: np.full_like(lab, -100)))
     assert ids(f) == [("mask.empty", "mask.loss")] and f[0].severity.value == "error"
+
+
+# ---- decoder inputs tapped (docs/taps.md): read as inputs, never as misalignment -------------------
+
+from _decoder_inputs import audiocraft_trace, hf_inputs_trace, pattern_sequence  # noqa: E402
+from signalchain.checks.tokens import TOKEN_CHECKS  # noqa: E402
+
+
+@pytest.mark.parametrize("tap_as", ["tokens.input", "tokens.pattern"])
+@pytest.mark.parametrize("layout", ["BKT", "BTK", "(BK)T"])
+@pytest.mark.parametrize("seed", range(3))
+def test_hf_decoder_inputs_tapped_raise_nothing(tap_as, layout, seed):
+    toks = codec_like_tokens(seed=seed)
+    for valid in (None, [50, 50, 50, 30], [50, 44, 50, 12]):
+        assert _all(hf_inputs_trace(toks, tap_as, layout, valid_frames=valid)) == [], (valid,)
+        # ... and with the model's own delays declared beside them.
+        assert _all(hf_inputs_trace(toks, tap_as, layout, valid_frames=valid, model_delay=[0, 1, 2, 3])) == []
+
+
+def test_unshifted_decoder_inputs_tapped_as_inputs_are_misaligned():
+    toks = codec_like_tokens()
+    for layout in ("BKT", "BTK", "(BK)T"):
+        assert ids(_all(hf_inputs_trace(toks, "tokens.input", layout, lag=0))) == [("targets.misaligned", "targets")]
+    # Under tokens.pattern the unshifted inputs are the delayed codes, value for value: a pattern. The
+    # embedding probe (judge_target_leak, the data family's model_inputs step) sees them enter the model.
+    assert _all(hf_inputs_trace(toks, "tokens.pattern", lag=0)) == []
+
+
+def test_padding_in_hf_inputs_tapped_as_pattern_is_still_padding_trained():
+    def unmask_padding(labels):
+        out = labels.copy()
+        out[3, 40:, :] = np.where(out[3, 40:, :] == -100, 0, out[3, 40:, :])
+        return out
+
+    toks = codec_like_tokens()
+    base = hf_step_trace(toks, valid_frames=[50, 50, 50, 30], labels_edit=unmask_padding, tap_pattern=False)
+    stages = [(r.name, r.value, dict(r.meta)) for r in base]
+    from _decoder_inputs import shifted
+
+    stages.insert(2, ("tokens.pattern", shifted(np.asarray(base.value("targets")))))
+    assert ("mask.padding_trained", "mask.loss") in ids(_all(make_trace(*stages)))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_frame_time_targets_with_an_audiocraft_sequence_and_the_models_delays(seed):
+    toks = codec_like_tokens(seed=seed)
+    for tap_as in ("tokens.input", "tokens.pattern"):
+        for valid in (None, [50, 50, 50, 30]):  # short clips: codes set to the special id, a [B, K, T] padding mask
+            assert _all(audiocraft_trace(toks, tap_as, valid_frames=valid, model_delay=[0, 1, 2, 3])) == []
+            assert _all(audiocraft_trace(toks, tap_as, valid_frames=valid)) == []
+            got = [f.id for f in TOKEN_CHECKS[1](audiocraft_trace(toks, tap_as, valid_frames=valid))]
+            assert got == [], got  # the special id on padded frames is not a code out of range
+    # A real pattern whose delays are not the model's is still misaligned in frame time.
+    wrong = pattern_sequence(toks, delays=[0, 0, 1, 1], empty_first=False)
+    found = judge_targets(audiocraft_trace(toks, "tokens.pattern", sequence=wrong, model_delay=[0, 1, 2, 3]))
+    assert ids(found) == [("targets.misaligned", "targets")] and found[0].evidence["codebooks"] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_plain_and_symbolic_loops_of_docs_taps_are_silent(seed):
+    toks = codec_like_tokens(seed=seed)
+    start = np.full(toks.shape[:2] + (1,), 64)
+    plain = step_trace(toks, **{"tokens.input": np.concatenate([start, toks[..., :-1]], axis=-1)})
+    assert _all(plain) == []
+    assert ids(_all(step_trace(toks, **{"tokens.input": toks}))) == [("targets.misaligned", "targets")]
+    rng = np.random.default_rng(seed)
+    sym = rng.integers(3, 40, size=(4, 30))
+    targets = np.full_like(sym, -100)
+    targets[:, :-1] = sym[:, 1:]
+    for meta in ({"ignore_index": -100, "shift": 1}, {"ignore_index": -100}):
+        t = make_trace(("tokens", sym, {"kind": "symbolic", "cardinality": 40}), ("tokens.input", sym),
+                       ("targets", targets, meta), ("mask.loss", targets != -100),
+                       ("logits", np.zeros((4, 30, 40), np.float32)))
+        assert _all(t) == [] and [f for f in DATA_CHECKS[-1](t)] == []

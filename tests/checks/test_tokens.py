@@ -44,3 +44,22 @@ def test_silence_in_padding_frames_does_not_count():
     padding = np.zeros((4, 50), bool)
     padding[:, :10] = True
     assert judge_tokens(make_trace(("tokens", toks, {"cardinality": 64}), ("mask.padding", padding))) == []
+
+
+def test_a_delay_pattern_tapped_as_tokens_is_read_as_one_not_out_of_range():
+    from _decoder_inputs import pattern_sequence
+
+    codes = codec_like_tokens()
+    for first in (1, 0):  # AudioCraft's sequence (an empty first step), and the pattern itself
+        tapped = pattern_sequence(codes, empty_first=bool(first))
+        f = judge_tokens(make_trace(("tokens", tapped, {"cardinality": 64})))
+        assert [(x.id, x.severity.value) for x in f] == [("tap.read_as", "info")]
+        assert f[0].evidence["pad_id"] == 64
+        assert f[0].evidence["head"] == [k + first for k in range(4)] and f[0].evidence["tail"] == [3, 2, 1, 0]
+    # The pad id inside one example's codes (a clip padded with it) is out of range.
+    leaked = codes.copy()
+    leaked[2, :, 30:] = 64
+    assert [x.id for x in judge_tokens(make_trace(("tokens", leaked, {"cardinality": 64})))] == ["tokens.out_of_range"]
+    every = codes.copy()
+    every[:, :, 40:] = 64  # every clip padded with it at the end: codes, not a pattern's edges
+    assert [x.id for x in judge_tokens(make_trace(("tokens", every, {"cardinality": 64})))] == ["tokens.out_of_range"]

@@ -19,6 +19,7 @@ from ._util import (
     value,
 )
 from .base import make
+from .inputs import judge_tapped_inputs
 
 __all__ = ["judge_batch_sizes", "judge_shapes", "judge_initial_loss", "judge_masks", "judge_targets", "DATA_CHECKS"]
 
@@ -153,7 +154,7 @@ def judge_masks(trace: Trace) -> list[Finding]:
             out.append(make("mask.padding_trained", "error", "mask.loss",
                             f"{trained} loss positions lie in padding ({in_words(trace, 'frames', 'positions')} the "
                             "padding mask marks invalid"
-                            + (f", moved by the delays {view.pattern_delays}" if view.target_time == "pattern" else "")
+                            + (f", moved by the delays {view.padding_delays}" if view.target_time == "pattern" else "")
                             + ")", CHECK,
                             hint="AND the loss mask with the padding mask (or set padded labels to the ignore index): "
                                  "padding trained as targets teaches the model to emit "
@@ -201,12 +202,15 @@ def judge_targets(trace: Trace) -> list[Finding]:
                                 f"{in_words(trace, 'code', 'token id')})",
                            values=values,
                            count=int(valid.size))]
-    shift = int(trace["targets"].meta.get("shift", 0))
+    declared = trace["targets"].meta.get("shift")
+    shift = int(declared) if declared is not None else 0
     if tokens is not None and tokens.shape[:2] == targets.shape[:2]:
         frame_time = tokens.shape[-1] == targets.shape[-1]
         base = [0] * tokens.shape[1] if frame_time else view.pattern_delays
         if base is not None and len(base) != tokens.shape[1]:
             base = None
+        read = _shift_read_from_inputs(view, base) if declared is None else None
+        shift = read if read is not None else shift
         span = targets.shape[-1] - tokens.shape[-1]
         best_d, agree_k = infer_delays(tokens, targets, mask, max_delay=max(span, 0) + MAX_SHIFT)
         top = float(np.mean(agree_k))
@@ -221,11 +225,29 @@ def judge_targets(trace: Trace) -> list[Finding]:
                                  "come from the same "
                                  "batch (no shuffle, no stale buffer, no random init left in place)",
                             best_delay=best_d, agreement=top, temporal_mi=mi))
-        elif base is not None:
+        else:
             # s: targets[t] = tokens[t + s] in the layout's own time (pattern delays taken out).
-            shifts = [b - d for b, d in zip(base, best_d)]
-            at_expected = [delay_agreement(tokens, targets, mask, k, b - shift) or 0.0 for k, b in enumerate(base)]
-            if shifts != [shift] * len(shifts) or min(at_expected) < 0.98:
+            shifts = [b - d for b, d in zip(base, best_d)] if base is not None else None
+            at_expected = [delay_agreement(tokens, targets, mask, k, b - shift) or 0.0
+                           for k, b in enumerate(base)] if base is not None else None
+            trained = view.training_delays
+            misaligned = shifts is not None and at_expected is not None and \
+                (shifts != [shift] * len(shifts) or min(at_expected) < 0.98)
+            if misaligned and declared is None and read is None and frame_time and view.pattern_role is None \
+                    and shifts == [1] * len(shifts) and min(agree_k) >= 0.999 and not mask[..., -1].any():
+                # Targets one step ahead of the tokens, and nothing that says what the model reads: the
+                # text-LM convention (the model reads tokens[t] and predicts tokens[t + 1]) is correct,
+                # an off-by-one on logits already aligned with the codes is not. Not an error to guess
+                # (where the last step, which has no next token, is left out of the loss).
+                out.append(make("tap.ambiguous", "info", "targets",
+                                "targets equal the tokens one step ahead (targets[t] = tokens[t + 1]) in every "
+                                "codebook: right when the model reads the tokens themselves (the text-LM shift), "
+                                "wrong when its logits are already aligned with the codes; nothing tapped tells which",
+                                CHECK, hint="tap what the model reads as tokens.input, or declare the shift on the "
+                                            "targets tap (`shift=1`); docs/taps.md",
+                                shift_per_codebook=shifts, agreement=agree_k, layout=view.describe()))
+                misaligned = False
+            if misaligned and read is None:  # with inputs tapped, judge_tapped_inputs says it (input vs targets)
                 out.append(make("targets.misaligned", "error", "targets",
                                 "targets equal the tokens shifted by " + in_words(
                                     trace, f"{shifts} frames per codebook (expected {shift} everywhere",
@@ -238,17 +260,18 @@ def judge_targets(trace: Trace) -> list[Finding]:
                                 + "); logits[t] must predict the token the model has not seen",
                                 shift_per_codebook=shifts, expected_shift=shift, delays=best_d, pattern_delays=base,
                                 agreement=agree_k, layout=view.describe()))
-            elif view.model_delays is not None and len(view.model_delays) == len(base) and base != view.model_delays:
+            elif view.model_delays is not None and trained is not None and \
+                    len(view.model_delays) == len(trained) and trained != view.model_delays:
                 # Targets agree with the pipeline's own pattern, but the model generates with another.
-                wrong = [k for k, (b, m) in enumerate(zip(base, view.model_delays)) if b != m]
+                wrong = [k for k, (b, m) in enumerate(zip(trained, view.model_delays)) if b != m]
                 out.append(make("targets.misaligned", "error", "targets",
-                                f"the training pattern delays the codebooks by {base} frames, but the model generates "
-                                f"with the delays {view.model_delays}: codebooks {wrong} are trained at positions "
-                                "generation never asks them for", CHECK,
+                                f"the training pattern delays the codebooks by {trained} frames, but the model "
+                                f"generates with the delays {view.model_delays}: codebooks {wrong} are trained at "
+                                "positions generation never asks them for", CHECK,
                                 hint="build the labels with the model's own delay pattern (for HF MusicGen "
                                      "`decoder.build_delay_pattern_mask`; stereo checkpoints share a delay per "
                                      "codebook pair, mono ones do not)",
-                                pattern_delays=base, model_delays=view.model_delays, codebooks=wrong,
+                                pattern_delays=trained, model_delays=view.model_delays, codebooks=wrong,
                                 layout=view.describe()))
     elif tokens is None:
         mi = temporal_mutual_information(targets)
@@ -261,4 +284,16 @@ def judge_targets(trace: Trace) -> list[Finding]:
     return out
 
 
-DATA_CHECKS = (judge_batch_sizes, judge_shapes, judge_initial_loss, judge_masks, judge_targets)
+def _shift_read_from_inputs(view, base: list[int] | None) -> int | None:
+    """The shift of targets against tokens that the tapped inputs make right: inputs at step t + 1 hold
+    the target of step t, so inputs `r` steps late against the tokens (pattern delays taken out) mean
+    targets `1 - r` steps ahead. None without inputs on the targets' time axis, or with inputs that
+    are not uniformly late."""
+    x, y = view.inputs, view.targets
+    if x is None or y is None or base is None or view.input_delays is None or x.shape[-1] != y.shape[-1]:
+        return None
+    late = {d - b for d, b in zip(view.input_delays, base)}
+    return 1 - late.pop() if len(late) == 1 else None
+
+
+DATA_CHECKS = (judge_batch_sizes, judge_shapes, judge_initial_loss, judge_masks, judge_targets, judge_tapped_inputs)

@@ -76,9 +76,23 @@ def judge_tokens(trace: Trace) -> list[Finding]:
     if tokens is None or rec is None or tokens.ndim != 3 or rec.meta.get("kind") == "symbolic":
         return []  # symbolic ids (even Octuple's [B, T, F]) are checks/symbolic*'s
     out: list[Finding] = []
+    padding = value(trace, "mask.padding")
     card = rec.meta.get("cardinality")
     if card is not None:
         bad = (tokens < 0) | (tokens >= int(card))
+        if padding is not None and padding.shape[-1] == tokens.shape[-1]:
+            # Padded frames may hold any id (AudioCraft writes its special token there): only real ones count.
+            bad &= as_bool_mask(padding, tokens.shape)
+        edges = _pattern_edges(tokens, bad)
+        if edges is not None:
+            out.append(make("tap.read_as", "info", "tokens",
+                            f"tokens holds the id {edges['pad_id']} outside [0, {card}) only at each codebook's edges "
+                            f"(first {edges['head']} and last {edges['tail']} steps per codebook, the same in every "
+                            "example): read as a delay pattern or decoder inputs, not as codes", CHECK,
+                            hint="tap the codec's codes before any pattern as tokens, the delayed codes as "
+                                 "tokens.pattern and what the model reads as tokens.input (docs/taps.md)",
+                            read_as="tokens.pattern", cardinality=int(card), **edges))
+            bad = np.zeros_like(bad)
         if bad.any():
             out.append(
                 make(
@@ -86,14 +100,13 @@ def judge_tokens(trace: Trace) -> list[Finding]:
                     "error",
                     "tokens",
                     f"{int(bad.sum())} tokens lie outside [0, {card}) "
-                    f"(min {int(tokens.min())}, max {int(tokens.max())})",
+                    f"(min {int(tokens[bad].min())}, max {int(tokens[bad].max())})",
                     CHECK,
                     hint="a pad/special id or a codec with another cardinality produced these codes",
                     count=int(bad.sum()),
                     cardinality=int(card),
                 )
             )
-    padding = value(trace, "mask.padding")
     valid = as_bool_mask(padding, tokens.shape)[:, 0, :]  # [B, T]
     frames = tokens.transpose(0, 2, 1)[valid]  # [N, K]: one code pattern per valid frame
     if frames.size == 0:
@@ -110,6 +123,22 @@ def judge_tokens(trace: Trace) -> list[Finding]:
                                     "check its level and crop", pattern=patterns[top].tolist(), share=share,
                         per_example=per_example))
     return out
+
+
+def _pattern_edges(tokens: np.ndarray, bad: np.ndarray) -> dict | None:
+    """Out-of-range ids that are one id, only at the start and end of each codebook's row, with the
+    same extent in every example: the pad/start id of a delay pattern or of decoder inputs (a tap
+    that holds those, not codes). None for anything else (ids that leak into the codes themselves)."""
+    if not bad.any() or len(np.unique(tokens[bad])) != 1 or tokens.shape[-1] < 2:
+        return None
+    t = bad.shape[-1]
+    head = np.argmin(bad, axis=-1) + np.where(bad.all(axis=-1), t, 0)  # leading run per (b, k)
+    tail = np.argmin(bad[..., ::-1], axis=-1)
+    if (bad.all(axis=-1)).any() or not ((head + tail) == bad.sum(axis=-1)).all():
+        return None
+    if not ((head == head[:1]).all() and (tail == tail[:1]).all()) or not head[0].any():
+        return None  # differs per example, or never at the start (codes padded at the end: those are codes)
+    return {"pad_id": int(tokens[bad][0]), "head": head[0].tolist(), "tail": tail[0].tolist()}
 
 
 TOKEN_CHECKS = (judge_crop, judge_tokens)

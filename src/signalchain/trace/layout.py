@@ -9,9 +9,12 @@ Real stacks lay the same quantities out differently:
 `read_layout(trace)` works out, from shapes and values alone, how a trace's targets, logits and
 masks are laid out, in which time each lives (frame time or delayed-pattern time, and each
 codebook's delay), and which target positions are ignored. `StepView` then hands checks the
-canonical arrays: targets and loss mask `[B, K, T']`, logits shape `[B, K, T', V]`, and the
-padding mask moved into target time. Where the layout cannot be told, `problems` says why and the
-arrays are None, so a check can say it cannot judge rather than judge the wrong axes.
+canonical arrays: targets and loss mask `[B, K, T']`, logits shape `[B, K, T', V]`, the decoder
+inputs `[B, K, T_in]` (a `tokens.input` tap, or a `tokens.pattern` that holds them: see
+`trace/shifts.py`), and the padding mask moved into target time. Where the layout cannot be told,
+`problems` says why and the arrays are None, so a check can say it cannot judge rather than judge
+the wrong axes. Where a tap could mean two things, the reading that makes the pipeline correct is
+taken and `notes` says so (docs/taps.md).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from .shifts import confident_delays, holds_decoder_inputs, ids_to_bkt, starts_with_constant
 
 __all__ = ["StepView", "read_layout", "canonical_logits", "infer_delays", "delay_agreement", "DEFAULT_IGNORE_INDEX"]
 
@@ -143,9 +148,16 @@ class StepView:
     padding_in_target_time: np.ndarray | None = None  # [B, K, T'] bool
     pattern_delays: list[int] | None = None  # the delay pattern the pipeline built (tokens.pattern / delay=)
     model_delays: list[int] | None = None  # the delays the model itself generates with (model_delay=)
+    target_delays: list[int] | None = None  # where the targets hold each codebook's frames (pattern time)
+    inputs: np.ndarray | None = None  # [B, K, T_in] what the model reads (decoder input ids)
+    input_stage: str | None = None  # the tap they came from: "tokens.input", or "tokens.pattern" read as inputs
+    input_delays: list[int] | None = None  # where the inputs hold each codebook's frames
+    padding_delays: list[int] | None = None  # the delays the padding mask was moved by into target time
+    pattern_role: str | None = None  # what tokens.pattern holds: "pattern" or "input" (None: not tapped)
     orders: dict[str, str] = field(default_factory=dict)  # stage -> layout ("BKT", "BTK", "(BK)TV", …)
     ignore_index: int | None = None
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # how an ambiguous tap was read, for an info finding
 
     @property
     def target_time(self) -> str:
@@ -158,7 +170,20 @@ class StepView:
         """What was read, for a finding's evidence."""
         return {"orders": dict(self.orders), "ignore_index": self.ignore_index,
                 "pattern_delays": self.pattern_delays, "model_delays": self.model_delays,
-                "target_time": self.target_time}
+                "target_delays": self.target_delays, "input_stage": self.input_stage,
+                "pattern_role": self.pattern_role, "target_time": self.target_time}
+
+    @property
+    def training_delays(self) -> list[int] | None:
+        """The delays the training step puts each codebook at: the pattern's (tapped or declared),
+        else the targets' own (pattern time), else the inputs' less the start token's step."""
+        if self.pattern_delays is not None:
+            return self.pattern_delays
+        if self.target_time == "pattern":
+            return self.target_delays
+        if self.input_delays is not None and self.inputs is not None and starts_with_constant(self.inputs):
+            return [d - 1 for d in self.input_delays]
+        return None
 
 
 def _batch_size(trace: Any) -> int | None:
@@ -169,21 +194,65 @@ def _batch_size(trace: Any) -> int | None:
     return None
 
 
-def _pattern_delays(trace: Any, tokens: np.ndarray | None) -> list[int] | None:
-    for name in ("tokens.pattern", "targets"):
+def _declared_delays(trace: Any) -> list[int] | None:
+    """`delay=` on tokens.pattern, tokens.input or targets: the delay pattern, as the step says."""
+    for name in ("tokens.pattern", "tokens.input", "targets"):
         rec = trace.get(name)
-        if rec is not None and isinstance(rec.meta.get("delay"), (list, tuple)):
-            return [int(d) for d in rec.meta["delay"]]
-    pattern = _value(trace, "tokens.pattern")
-    if tokens is None or pattern is None or pattern.ndim != 3 or pattern.shape[:2] != tokens.shape[:2]:
+        d = rec.meta.get("delay") if rec is not None else None
+        if isinstance(d, (list, tuple)) and all(isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+                                                for x in d):
+            return [int(x) for x in d]
+    return None
+
+
+def _ids(trace: Any, name: str, v: StepView) -> np.ndarray | None:
+    """A tapped id array as [B, K, T] (its layout recorded in `v.orders`), or None."""
+    x = _value(trace, name)
+    if x is None or x.dtype.kind not in "iu":
         return None
-    delays, agree = infer_delays(tokens, pattern)
-    return delays if min(agree) > 0.9 else None
+    t = v.targets.shape[-1] if v.targets is not None else None
+    got = ids_to_bkt(x, v.batch, v.codebooks, t)
+    if got is None:
+        v.problems.append(f"{name} {list(x.shape)} is not [B, K, T], [B, T, K] or [B*K, T] (B={v.batch}, "
+                          f"K={v.codebooks})")
+        return None
+    v.orders[name] = got[1]
+    return got[0]
+
+
+def _read_pattern(v: StepView, pattern: np.ndarray, declared: list[int] | None) -> None:
+    """Tell whether tokens.pattern holds a delay pattern or decoder inputs, and its delays.
+
+    Against targets on its own time axis the values tell: one step behind the targets, after a start
+    column, it is what the model reads. Otherwise its delays against the frames are read and compared
+    with what the step declares (`delay=`, `model_delay=`); a start column and no codebook at delay 0
+    read as inputs (a delay pattern puts its first codebook at 0; AudioCraft's pattern sequence has
+    an empty first step)."""
+    role = holds_decoder_inputs(pattern, v.targets, v.mask) if v.targets is not None else None
+    delays = None
+    if v.tokens is not None and pattern.shape[:2] == v.tokens.shape[:2]:
+        got = confident_delays(v.tokens, pattern, frame_valid=v.padding)
+        delays = got[0] if got else None
+    if role is None and delays is not None:
+        ref = declared or v.model_delays
+        shifted = [d - 1 for d in delays]
+        if ref is not None and delays == list(ref):
+            role = False
+        elif ref is not None and shifted == list(ref) and starts_with_constant(pattern):
+            role = True
+        elif ref is None and starts_with_constant(pattern) and min(delays) >= 1:
+            role = True
+    v.pattern_role = "input" if role else "pattern"
+    if role:
+        v.notes.append("tokens.pattern holds decoder inputs (a start token, then the targets one step later): "
+                       "read as tokens.input")
+    elif delays is not None:
+        v.pattern_delays = delays
 
 
 def _model_delays(trace: Any) -> list[int] | None:
-    """`model_delay=` on tokens.pattern or targets: the pattern the model uses when it generates."""
-    for name in ("tokens.pattern", "targets"):
+    """`model_delay=` on tokens.pattern, tokens.input or targets: the pattern the model generates with."""
+    for name in ("tokens.pattern", "tokens.input", "targets"):
         rec = trace.get(name)
         d = rec.meta.get("model_delay") if rec is not None else None
         if isinstance(d, (list, tuple)) and all(isinstance(x, int) and not isinstance(x, bool) for x in d):
@@ -263,8 +332,27 @@ def read_layout(trace: Any) -> StepView:
         if v.mask is None and v.ignore_index is not None:
             v.mask = ~v.ignored
     v.padding = _value(trace, "mask.padding")
-    v.pattern_delays = _pattern_delays(trace, tokens)
+    declared = _declared_delays(trace)
     v.model_delays = _model_delays(trace)
+    pattern = _ids(trace, "tokens.pattern", v)
+    if pattern is not None:
+        _read_pattern(v, pattern, declared)
+    inputs = _ids(trace, "tokens.input", v)
+    if inputs is not None:
+        v.inputs, v.input_stage = inputs, "tokens.input"
+    elif v.pattern_role == "input":
+        v.inputs, v.input_stage = pattern, "tokens.pattern"
+    if declared is not None:
+        v.pattern_delays = declared
+    if tokens is not None and v.inputs is not None and v.inputs.shape[:2] == tokens.shape[:2]:
+        got = confident_delays(tokens, v.inputs, frame_valid=v.padding)
+        v.input_delays = got[0] if got else None
+    if tokens is not None and v.targets is not None and v.target_time == "pattern" \
+            and v.targets.shape[:2] == tokens.shape[:2]:
+        got = confident_delays(tokens, v.targets, v.mask, v.padding)
+        v.target_delays = got[0] if got else None
+    if v.target_time == "pattern":
+        v.padding_delays = _padding_delays(v)
     v.padding_in_target_time = _padding_in_target_time(v)
     return v
 
@@ -288,7 +376,7 @@ def _padding_in_target_time(v: StepView) -> np.ndarray | None:
     T = pad.shape[2]
     if T == Tp:
         return np.ascontiguousarray(pad)
-    delays = v.pattern_delays
+    delays = v.padding_delays
     if delays is None or len(delays) != K:
         return None
     out = np.zeros((B, K, Tp), dtype=bool)
@@ -297,3 +385,15 @@ def _padding_in_target_time(v: StepView) -> np.ndarray | None:
         if hi > lo:
             out[:, k, lo:hi] = pad[:, k, lo - d : hi - d]
     return out
+
+
+def _padding_delays(v: StepView) -> list[int] | None:
+    """Where each codebook's frames sit in the targets: the pattern's delays when the targets follow
+    them, else the delays the targets themselves show (a target holds padding when the frame it holds
+    is padding, whatever pattern was meant)."""
+    pattern, own = v.pattern_delays, v.target_delays
+    if pattern is not None and v.tokens is not None and v.targets is not None and len(pattern) == v.targets.shape[1]:
+        agree = [delay_agreement(v.tokens, v.targets, v.mask, k, d) for k, d in enumerate(pattern)]
+        if all(a is not None and a >= 0.9 for a in agree):
+            return pattern
+    return own if own is not None else pattern

@@ -1,4 +1,4 @@
-"""The well-known stage names (DESIGN §2), in pipeline order.
+"""The well-known stage names, in pipeline order (docs/taps.md shows each one tapped).
 
 Unknown names are welcome: they get generic statistics and comparison. The names below unlock the
 checks that know what a stage should hold.
@@ -30,7 +30,10 @@ STAGES: tuple[StageInfo, ...] = (
     StageInfo("notes.augmented", "tensor", "symbolic: the notes after augmentation (transposition) [N, 7]"),
     StageInfo("tokens", "tensor", "codec tokens [B, K, T], or symbolic token ids [B, T] (meta kind='symbolic')"),
     StageInfo("notes.decoded", "tensor", "symbolic: the notes decoded back from the tokens [N, 7]"),
-    StageInfo("tokens.pattern", "tensor", "tokens after the delay/interleaving pattern"),
+    StageInfo("tokens.pattern", "tensor", "tokens after the delay/interleaving pattern, unshifted [B, K, T']"),
+    StageInfo("tokens.input", "tensor",
+              "what the model reads: decoder input ids, shifted behind a start token [B, K, T'], [B, T', K] or "
+              "[B*K, T']"),
     StageInfo("mask.padding", "tensor", "valid (non-padding) frames"),
     StageInfo("condition.tokens", "tensor", "tokenised condition ids [B, L]"),
     StageInfo("condition.mask", "tensor", "valid condition tokens [B, L]"),
