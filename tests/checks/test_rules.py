@@ -178,6 +178,7 @@ FILE_CASES = {
                               expect()),
     "_sample_rate": lambda: (file(), expect(rate=2 * SR)),
     "_subtype": lambda: (file(subtype="PCM_U8"), expect()),
+    "_overshoot": lambda: (file(subtype="FLOAT", over_samples=27, stats={"peak": 2.45, "peak_dbfs": 7.8}), expect()),
 }
 
 
