@@ -47,8 +47,12 @@ def test_shape_mismatch_of_targets_and_mask(tokens):
 
 
 def test_initial_loss_far_from_log_cardinality(tokens):
-    assert ids(judge_initial_loss(step_trace(tokens, loss=12.0))) == [("loss.initial", "loss")]
-    assert ids(judge_initial_loss(step_trace(tokens, loss=0.5))) == [("loss.initial", "loss")]
+    above = judge_initial_loss(step_trace(tokens, loss=12.0))
+    assert ids(above) == [("loss.initial", "loss")] and above[0].severity.value == "warning"
+    # Below ln(V) is what a pretrained start looks like: context, never a warning on its own.
+    below = judge_initial_loss(step_trace(tokens, loss=0.5))
+    assert ids(below) == [("loss.initial", "loss")] and below[0].severity.value == "info"
+    assert "pretrained start" in below[0].message and "0.500" in below[0].message
     assert judge_initial_loss(step_trace(tokens, loss=float(np.log(64)) + 0.3)) == []
 
 
