@@ -130,6 +130,30 @@ def test_own_route_bugs(cls: type, expected: tuple[str, str]) -> None:
     assert expected in _found(cls())
 
 
+class StereoDecoder(ReferencePipeline):
+    """A stereo codec's decode: [B, 2, S], the right channel a quieter copy of the left."""
+
+    def decode(self, tokens: Any) -> torch.Tensor:
+        mono = torch.as_tensor(super().decode(tokens))  # [B, 1, S]
+        return torch.cat([mono, 0.5 * mono], dim=1)
+
+
+class RolledStereoDecoder(StereoDecoder):
+    def decode(self, tokens: Any) -> torch.Tensor:
+        codes = torch.as_tensor(tokens)
+        return super().decode(torch.roll(codes, codes.shape[-1] // 2, dims=-1))
+
+
+def test_a_stereo_decode_is_read_along_time_not_channel_after_channel() -> None:
+    # Flattening [1, 2, S] laid the right channel after the left: every change looked "far" (zoo hf-stereo).
+    ctx = Context(ProtocolView(StereoDecoder()), budget=BUDGETS["economy"])
+    probe = probe_decoder(ctx)
+    assert probe is not None and probe.far_share is not None and probe.far_share < 0.2
+    assert judge_decoder(probe) == []
+    rolled = probe_decoder(Context(ProtocolView(RolledStereoDecoder()), budget=BUDGETS["economy"]))
+    assert ("tokens.codebook_order", "audio.decoded") in {(f.id, f.stage) for f in judge_decoder(rolled)}
+
+
 def test_measure_file_never_raises(tmp_path: Path) -> None:
     rep = measure_file(tmp_path / "missing.wav")
     assert rep.error is not None and "no such file" in rep.error

@@ -130,7 +130,10 @@ def probe_decoder(ctx: Context, window: int = 6) -> DecoderProbe | None:
     model = ctx.golden().model  # a decode(tokens, model) decodes with the model's own codec
 
     def spectrum(x: np.ndarray) -> np.ndarray:
-        audio = np.asarray(to_numpy(call_decode(p, torch.as_tensor(x), model)), dtype=np.float64).reshape(-1)
+        audio = np.asarray(to_numpy(call_decode(p, torch.as_tensor(x), model)), dtype=np.float64)
+        # [1, C, S] / [C, S] / [S]: time is the last axis; channels are mixed, never laid end to end
+        # (a stereo decode flattened would put the right channel after the left, far from frame t0).
+        audio = audio.reshape(-1, audio.shape[-1]).mean(0) if audio.ndim > 1 else audio
         hop = max(1, len(audio) // T)  # samples per token frame
         return log_mel(audio, sr, n_fft=4 * hop, hop=hop, n_mels=32)  # [M, ≈T]
 
