@@ -188,3 +188,13 @@ def test_memorised_and_verdict() -> None:
     side, text = verdict(rep, judge_sampler(rep) + found)
     assert side == "both" and "generation.greedy" in text and "generation.memorised" in text
     assert verdict(_report("faithful"), [])[0] == "none"
+
+
+def test_the_verdict_says_only_what_was_examined() -> None:
+    # No loader: the data side was never read, so it cannot be called free of repetition.
+    side, text = verdict(_report("faithful"), [])
+    assert side == "none" and "not examined" in text and "show no repetition-prone" not in text
+    rep = _report("faithful")
+    rep.data = DataVariety(examples=16, crop_seconds=2.0, clip_seconds=[4.0], within_entropy=[3.0],
+                           profile_similarity=0.3, caption_overlap=0.2)
+    assert "16 training examples read show no repetition-prone pattern" in verdict(rep, [])[1]

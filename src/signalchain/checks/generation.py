@@ -321,9 +321,20 @@ def verdict(report: GenerationMeasurement, findings: Sequence[Finding]) -> tuple
     if train:
         parts.append("the training side gives the model loops to learn: " + ", ".join(train))
     if side == "none":
+        # Say only what was looked at: a side that was not examined is not a healthy side.
         examined = configured is not None and configured.error is None and not configured.audio_only
-        parts.append("the sampler follows the model's distribution and the data show no repetition-prone pattern"
-                     if examined else "the data show no repetition-prone pattern")
+        data = report.data
+        data_seen = data is not None and data.error is None and data.examples > 0
+        seen = []
+        if examined:
+            seen.append("the sampler follows the model's distribution")
+        if data_seen:
+            seen.append(f"the {data.examples} training examples read show no repetition-prone pattern")  # type: ignore[union-attr]
+        elif data is not None and data.error:
+            seen.append(f"the training data could not be read ({data.error})")
+        else:
+            seen.append("the training data were not examined (no loader)")
+        parts.append("; ".join(seen))
     text = {"generation": "GENERATION", "training": "TRAINING", "both": "TRAINING and GENERATION",
             "none": "no cause found"}[side] + ": " + "; ".join(parts) + "."
     return side, text
