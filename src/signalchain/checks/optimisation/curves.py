@@ -340,11 +340,14 @@ def judge_sweep(s: SweepMeasurement) -> list[Finding]:
 FLAT_SHARE = 1e-6
 
 
-def judge_flat_loss(c: CurveMeasurement) -> list[Finding]:
+def judge_flat_loss(c: CurveMeasurement, prior: Sequence[Finding] = ()) -> list[Finding]:
     """The loss on one fixed batch stays exactly where it started for every update: nothing the update
-    does reaches the loss. Whether the parameters moved says which half of the path is cut."""
+    does reaches the loss. Whether the parameters moved says which half of the path is cut. A rate at
+    which nothing can learn (an `optim.lr_too_small` error) already explains it."""
     finite = [x for x in c.losses if math.isfinite(x)]
     if c.error or len(finite) < 3 or len(finite) < len(c.losses):
+        return []
+    if any(f.id == "optim.lr_too_small" and f.severity is Severity.ERROR for f in prior):
         return []
     span = max(finite) - min(finite)
     if span > FLAT_SHARE * max(1.0, abs(finite[0])):

@@ -185,7 +185,7 @@ register(Family("optimisation", "Optimisation path: gradients, updates, stale pr
          judges=(judge_predictions,)),
     Step("lr_sweep", say="optimisation: learning-rate sweep", measure=measure_lr_sweep,
          judges=(judge_sweep,), show=_show_sweep),
-    Step("overfit", say="optimisation: overfit one batch", measure=measure_overfit, judges=(judge_flat_loss,)),
+    Step("overfit", say="optimisation: overfit one batch", measure=measure_overfit),
     # The configured rate at the user's horizon: before the re-fit, so that a rate at which nothing
     # can learn counts as a broken connection.
     Step("rates", when=lambda ctx: ctx.result("optimisation.update") is not None or _has_curve(ctx),
@@ -197,6 +197,7 @@ register(Family("optimisation", "Optimisation path: gradients, updates, stale pr
          say="optimisation: overfit again at the best learning rate", measure=_refit),
     # The verdict names which of the five connections are broken, from everything found so far.
     Step("verdict", when=_has_curve, reads=("optimisation.overfit",), show=_show_overfit,
-         judges=(judge(judge_overfit, SELF, PRIOR, "optimisation.lr_sweep"),
+         judges=(judge(judge_flat_loss, SELF, PRIOR),
+                 judge(judge_overfit, SELF, PRIOR, "optimisation.lr_sweep"),
                  judge(judge_curve_stability, SELF, "optimisation.lr_sweep"))),
 )))
