@@ -9,7 +9,7 @@ import pytest
 
 from signalchain.checks.optimisation.curves import CAVEAT
 from signalchain.checks.optimisation.rates import judge_rates, lost_at
-from signalchain.experiments.optimisation.rates import RATE_GRID
+from signalchain.probes.step_rates import RATE_GRID
 from signalchain.records.optimisation import CurveMeasurement, GroupRate, SweepMeasurement, UpdateMeasurement
 
 

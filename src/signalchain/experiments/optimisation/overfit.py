@@ -10,12 +10,12 @@ import torch
 
 from ..._tensor import as_float
 from ...checks._util import unigram_entropy
+from ...probes.step_rates import StepRates
 from ...records.optimisation import CurveMeasurement
 from ...trace.layout import read_layout
 from .._seed import seed_everything
 from ..context import Context
 from ._train import regularisation_off, update_step
-from .rates import group_lrs
 
 __all__ = ["measure_overfit", "overfit_at"]
 
@@ -40,9 +40,8 @@ def measure_overfit(ctx: Context) -> CurveMeasurement:
     seed_everything(ctx.seed)
     error = None
     lrs: list[float] = []
-    step_lrs: list[list[float | None]] = []  # the rate of each group when step() runs (the schedule at work)
-    hook = optimizer.register_step_pre_hook(lambda opt, args, kwargs: step_lrs.append(group_lrs(optimizer)))
-    try:
+    # the rate of each group when step() runs: the schedule at work
+    with StepRates(optimizer, measure=False).attached_to() as rates:
         for _ in range(ctx.budget.overfit_steps):
             try:
                 out = update_step(p, model, optimizer, ctx.batch(), grab)
@@ -54,8 +53,6 @@ def measure_overfit(ctx: Context) -> CurveMeasurement:
             lrs.append(max(float(g["lr"] or 0.0) for g in optimizer.param_groups))
             if not math.isfinite(loss):
                 break
-    finally:
-        hook.remove()
     trace = ctx.golden().trace
     h = None
     view = read_layout(trace)  # targets [B, K, T'] whatever the pipeline's layout, ignored ones masked
@@ -64,7 +61,7 @@ def measure_overfit(ctx: Context) -> CurveMeasurement:
         h = unigram_entropy(view.targets, m) if m.any() else None
     report = CurveMeasurement(losses=losses, grad_norms=norms, steps=len(losses), unigram_entropy=h,
                               regularisation=reg, error=error, lrs=lrs, params_moved=_fingerprint(model) != before,
-                              step_lrs=step_lrs)
+                              step_lrs=rates.step_lrs)
     if clip:
         report.regularisation["clip_max_norm"] = int(clip[0]) if clip[0].is_integer() else clip[0]  # type: ignore[assignment]
     return report

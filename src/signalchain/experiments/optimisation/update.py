@@ -1,16 +1,16 @@
 """Parameter update: snapshot, run the pipeline's own update a few times, measure what moved, and
-what each step did per parameter group at the configured rate (`rates.RateProbe`)."""
+what each step did per parameter group at the configured rate (`probes.step_rates.StepRates`)."""
 
 from __future__ import annotations
 
 import torch
 
 from ...probes.step_grads import StepGrads
+from ...probes.step_rates import StepRates
 from ...records.optimisation import UpdateMeasurement
 from .._seed import seed_everything
 from ..context import Context
 from ._train import configured_lrs, update_step
-from .rates import RateProbe
 
 __all__ = ["measure_update"]
 
@@ -37,8 +37,8 @@ def measure_update(ctx: Context) -> UpdateMeasurement:
         return value
 
     effective = [float(g["lr"]) for g in optimizer.param_groups]
-    rates = RateProbe(optimizer, {id(q): n for n, q in params.items()})
-    with StepGrads(optimizer).attached_to() as step_grads, rates.attached():
+    with StepGrads(optimizer).attached_to() as step_grads, \
+            StepRates(optimizer, {id(q): n for n, q in params.items()}).attached_to() as rates:
         for _ in range(ctx.budget.update_steps):
             update_step(p, model, optimizer, ctx.batch(), grab)
     at_step = step_grads.at_step

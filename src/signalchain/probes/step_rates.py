@@ -1,6 +1,7 @@
-"""The configured learning rate at work: what each real update does to each parameter group.
+"""`StepRates`: the configured learning rate at work, what each real update does to each parameter group.
 
-`RateProbe` hooks an optimizer's `step()`. Before a step it copies a spread of the group's tensors,
+It hooks an optimizer's `step()` and records the rate each group uses at each step. Measuring (the
+default), it also does this: Before a step it copies a spread of the group's tensors,
 their gradients and their optimizer state; after it, it reads what the step did (the realised Δθ)
 and recomputes the same step in float64 with a copy of the optimizer (same class, same group
 settings, the copied state) at a rate of 1. That is the intended update per unit rate `u`: every
@@ -21,9 +22,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...records.optimisation import GroupRate
+from ..records.optimisation import GroupRate
+from .base import Probe
 
-__all__ = ["RateProbe", "RATE_GRID", "group_lrs"]
+__all__ = ["StepRates", "RATE_GRID", "group_lrs"]
 
 #: The rates at which the share lost to rounding is told (4 a decade, 1e-14 … 1).
 RATE_GRID: list[float] = [float(10.0 ** (k / 4)) for k in range(-56, 1)]
@@ -89,33 +91,39 @@ class _Acc:
         self.eps_total = 0
 
 
-class RateProbe:
-    """`with RateProbe(optimizer, names).attached():` around some real updates; then `groups()`."""
+class StepRates(Probe):
+    """`with StepRates(optimizer, names).attached_to() as probe:` around some real updates; then
+    `probe.step_lrs` (each group's rate at each step), `probe.groups()` and `probe.below_resolution()`.
+    With `measure=False` only the rates are recorded (no copies, no recomputed step)."""
 
-    def __init__(self, optimizer: torch.optim.Optimizer, names: dict[int, str] | None = None) -> None:
+    def __init__(self, optimizer: torch.optim.Optimizer, names: dict[int, str] | None = None,
+                 measure: bool = True) -> None:
+        super().__init__()
         self.optimizer = optimizer
         self.names = names or {}
-        self.accs = [_Acc(i, g) for i, g in enumerate(optimizer.param_groups)]
+        self.measure = measure
+        self.step_lrs: list[list[float | None]] = []
+        self.accs = [_Acc(i, g) for i, g in enumerate(optimizer.param_groups)] if measure else []
         self._snap: list[tuple[int, torch.Tensor, torch.Tensor, torch.Tensor, dict[str, Any]]] = []
         self._lrs: list[float | None] = []
         # per tensor name: every measured step left its update unresolved (rate 0 or lost to rounding)
         self._unresolved: dict[str, bool] = {}
 
     @contextlib.contextmanager
-    def attached(self) -> Iterator[RateProbe]:
-        pre = self.optimizer.register_step_pre_hook(self._pre)
-        post = self.optimizer.register_step_post_hook(self._post)
-        try:
+    def attached_to(self) -> Iterator[StepRates]:
+        """Hook the optimizer's step for the block; the handles are removed on exit."""
+        with self.attached():
+            self.hook(self.optimizer.register_step_pre_hook(self._pre))
+            if self.measure:
+                self.hook(self.optimizer.register_step_post_hook(self._post))
             yield self
-        finally:
-            pre.remove()
-            post.remove()
 
     # ---- hooks ------------------------------------------------------------------------------------
 
     def _pre(self, opt: Any, args: Any, kwargs: Any) -> None:
         self._snap = []
         self._lrs = group_lrs(self.optimizer)
+        self.step_lrs.append(list(self._lrs))
         for acc in self.accs:
             for p in acc.sample:
                 g = p.grad
