@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from rate_pipeline import RatePipeline
 
+from rate_pipeline import RatePipeline
 from signalchain.checks.optimisation.curves import CAVEAT
 from signalchain.checks.optimisation.gradients import judge_update
 from signalchain.checks.optimisation.rates import judge_rates

@@ -78,8 +78,7 @@ def _groups(gs: list[GroupRate], single: bool) -> str:
     return "" if single else " in " + ", ".join(_name(g, single) for g in gs)
 
 
-def _zero_rate(u: UpdateMeasurement, active: list[GroupRate], curve: CurveMeasurement | None,
-               total: int) -> list[Finding]:
+def _zero_rate(active: list[GroupRate], curve: CurveMeasurement | None, total: int) -> list[Finding]:
     single = len(active) == 1
     zero = []
     for g in active:
@@ -181,8 +180,8 @@ def _sweep_part(sweep: SweepMeasurement | None) -> tuple[str, dict] | None:
                                                          "sweep_gain_best": gain_best, "sweep_steps": steps})
 
 
-def _hints(u: UpdateMeasurement | None, active: list[GroupRate], curve: CurveMeasurement | None,
-           sweep: SweepMeasurement | None, total: int) -> list[Finding]:
+def _hints(active: list[GroupRate], curve: CurveMeasurement | None, sweep: SweepMeasurement | None,
+           total: int) -> list[Finding]:
     """What suggests a small rate without showing that nothing can learn: info, with the caveat."""
     parts: list[str] = []
     ev: dict = {}
@@ -235,7 +234,7 @@ def judge_rates(u: UpdateMeasurement | None, curve: CurveMeasurement | None = No
     active = [g for g in groups if g.with_grad > 0]
     total = sum(g.values for g in active)
     if active and total:
-        found = _zero_rate(u, active, curve, total)  # type: ignore[arg-type]
+        found = _zero_rate(active, curve, total)
         if found:
             return found
         found = _below_resolution(active, curve, total)
@@ -247,4 +246,4 @@ def judge_rates(u: UpdateMeasurement | None, curve: CurveMeasurement | None = No
                      "of the overfit run: no parameter can learn", CHECK,
                      hint="print the rate handed to the optimizer and scheduler.get_last_lr() for the first steps",
                      steps=len(curve.step_lrs))]
-    return _hints(u, active, curve, sweep, total)
+    return _hints(active, curve, sweep, total)
