@@ -1,7 +1,8 @@
 """The method's generic training faults, written the way they arise in a token LM's training code:
 a learning rate in the wrong units (below float32's resolution), a misplaced `zero_grad`, unshifted
-targets, padding trained as a target, an empty loss mask, a log of zero in a hand-written loss. The doctor's families judge
-them unchanged on the symbolic bed, with the ids and stages of the audio reference's analogues."""
+targets, padding trained as a target, an empty loss mask, a log of zero in a hand-written loss. The
+doctor's families judge them unchanged on the symbolic bed, with the ids and stages of the audio
+reference's analogues."""
 
 from __future__ import annotations
 
