@@ -123,9 +123,9 @@ def _show_sweep(sweep: SweepMeasurement) -> dict[str, Figure]:
     start = sweep.initial
     out: dict[str, Figure] = {
         "lr_sweep": Curves(
-            f"Learning-rate sweep: {len(losses[0]) - 1 if losses else 0} steps from one start, a short-horizon "
-            "measurement (it shows where the loss diverges; over so few steps larger rates always look better, "
-            "so it cannot show that a rate is too small). Diverged runs above the top edge",
+            f"Learning-rate sweep: {len(losses[0]) - 1 if losses else 0} steps from one start (a short-horizon "
+            "measurement)\nit shows where the loss diverges; over so few steps larger rates always look better,\n"
+            "so it cannot show that a rate is too small. Diverged runs above the top edge",
             {
                 "loss after a few steps from the same start": [list(lrs), finals],
                 "start": [[lrs[0], lrs[-1]], [start, start]],
