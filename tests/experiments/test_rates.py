@@ -151,3 +151,33 @@ def test_the_hf_bed_at_1e_4_gets_no_rate_error() -> None:
     from signalchain.reference.hf import HFBedConfig, HFBedPipeline
 
     assert loud(_update_verdict(HFBedPipeline(HFBedConfig(lr=1e-4)))) == []
+
+
+# ---- the catalogues' old "merely small" rates: info now, never an error or a warning ---------------
+
+def _merely_small(bed: str):
+    if bed == "reference":  # the old fault: 2e-3 divided by the target tokens of a batch
+        cfg = RefConfig(**SMALL)
+        p = ReferencePipeline(cfg)
+        frames = int(round(cfg.segment_seconds * p.codec.frame_rate))
+        p.cfg.lr = cfg.lr / (cfg.batch_size * p.codec.n_codebooks * frames)
+        return p
+    if bed == "symbolic":  # 3e-3 divided by the tokens of a batch (8 * 256): ≈ 1.5e-6
+        from signalchain.reference.symbolic import SymbolicBedConfig, SymbolicBedPipeline
+
+        cfg = SymbolicBedConfig()
+        return SymbolicBedPipeline(SymbolicBedConfig(lr=cfg.lr / (cfg.batch_size * cfg.max_len)))
+    pytest.importorskip("transformers")
+    from signalchain.reference.hf import HFBedConfig, HFBedPipeline
+
+    return HFBedPipeline(HFBedConfig(lr=5e-5))  # the Trainer's default rate on a decoder trained from scratch
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bed", ["reference", "symbolic", "hf"])
+def test_a_merely_small_rate_gets_info_with_the_caveat(bed: str) -> None:
+    found = family(_merely_small(bed))
+    assert loud(found) == []
+    (f,) = rates_of(found)
+    assert f.severity.value == "info" and CAVEAT in f.message and "may be small" in f.message
+    assert "-step sweep from one start it lowers the loss by" in f.message or "over 30 updates" in f.message
