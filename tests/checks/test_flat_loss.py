@@ -60,3 +60,13 @@ def test_the_overfit_run_measures_whether_the_parameters_moved():
     assert never.params_moved is False
     (f,) = judge_flat_loss(never)
     assert f.id == "loss.flat" and "no parameter changed" in f.message
+
+
+def test_a_rate_at_which_nothing_can_learn_explains_the_flat_loss():
+    from signalchain.checks.base import make
+
+    def rate(sev):
+        return make("optim.lr_too_small", sev, "optimizer", "the learning rate is 0", "checks.rates")
+
+    assert judge_flat_loss(curve([4.158883] * 6, False), [rate("error")]) == []
+    assert [f.id for f in judge_flat_loss(curve([4.158883] * 6, False), [rate("info")])] == ["loss.flat"]

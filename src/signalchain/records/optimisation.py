@@ -13,6 +13,7 @@ __all__ = [
     "ParamGrad",
     "GraphBreak",
     "GradientMeasurement",
+    "GroupRate",
     "UpdateMeasurement",
     "CurveMeasurement",
     "SweepMeasurement",
@@ -62,6 +63,33 @@ class GradientMeasurement:
 
 
 @dataclass
+class GroupRate:
+    """What a few real updates at the configured settings did to one optimizer parameter group.
+
+    The intended update is the optimizer's own step recomputed in float64 from the same state, at a
+    rate of 1 (every optimizer's step is linear in its rate), so the share that float rounding loses
+    can be told at any rate: `lost_at` pairs a rate with that share (the values the group holds).
+    """
+
+    group: int
+    tensors: int  # trainable tensors in the group
+    values: int  # their values
+    dtype: str  # the dtype most of them have ("float32")
+    sampled: int = 0  # values measured (a spread of whole tensors, all of them in a small model)
+    configured_lr: float | None = None  # before a schedule's factor (`initial_lr`), None when the optimizer sets it
+    step_lrs: list[float | None] = field(default_factory=list)  # the rate each measured step used
+    with_grad: int = 0  # values with a non-zero gradient, summed over the steps
+    stuck: int = 0  # of those (at steps with a non-zero rate), values left bit-identical by the step
+    ratio: float | None = None  # median over steps of |Δθ| / |θ| (realised update-to-weight ratio)
+    unit_ratio: float | None = None  # median over steps of |u| / |θ|, u the intended update at rate 1
+    lost_step: float | None = None  # |Δθ - intended| / |intended| at the steps' own rates
+    lost_at: list[list[float]] = field(default_factory=list)  # [[rate, share lost to rounding], ...]
+    eps: float | None = None  # the group's eps when its optimizer divides by sqrt(v) + eps (Adam's family)
+    eps_share: float | None = None  # values with a gradient whose sqrt(v̂) is below eps (last step)
+    shadow_error: str | None = None  # why the intended update could not be recomputed
+
+
+@dataclass
 class UpdateMeasurement:
     steps: int
     changed: dict[str, float]  # parameter -> relative change |Δθ| / |θ| after `steps` updates
@@ -71,6 +99,10 @@ class UpdateMeasurement:
     scaler_scales: list[float] = field(default_factory=list)
     layer_ratio: dict[str, float] = field(default_factory=dict)
     at_step: list[dict[str, int]] = field(default_factory=list)  # per optimizer.step(): params with a gradient
+    groups: list[GroupRate] = field(default_factory=list)  # per parameter group: the configured rate at work
+    # Tensors with a gradient whose update at the measured steps' rates was 0 or lost to rounding: not
+    # moving is what their rate does, not a skipped step.
+    below_resolution: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -81,7 +113,10 @@ class CurveMeasurement:
     grad_norms: list[float]
     steps: int
     lrs: list[float] = field(default_factory=list)  # the optimizer's learning rate after each step
+    step_lrs: list[list[float | None]] = field(default_factory=list)  # per optimizer.step(): each group's rate
     best_lr_losses: list[float] = field(default_factory=list)  # the same run again at the sweep's best rate
+    refit_lrs: list[float] = field(default_factory=list)  # every rate the plain re-fit tried, in order
+    refit_losses: list[list[float]] = field(default_factory=list)  # its losses at each of them
     unigram_entropy: float | None = None
     regularisation: dict[str, int] = field(default_factory=dict)
     error: str | None = None

@@ -87,11 +87,14 @@ def test_fault_builds_and_steps_as_the_real_bug_would(name: str) -> None:
 
 # ---- 1. learning rate too small -----------------------------------------------------------------
 
-def test_lr_too_small_leaves_the_loss_flat(clean_curve: list[float]) -> None:
+def test_lr_too_small_trains_at_rate_zero(clean_curve: list[float]) -> None:
+    """The scaling rule's integer division makes the rate 0: every update leaves every weight as it was."""
     p, model, opt, batch = _setup("lr_too_small")
-    assert opt.param_groups[0]["initial_lr"] < 1e-5
-    curve = _losses(p, model, opt, batch, 8)
-    assert curve[0] - curve[-1] < 0.01
+    assert SMALL.lr > 0 and SMALL.batch_size < 256
+    assert all(g["initial_lr"] == 0.0 and g["lr"] == 0.0 for g in opt.param_groups)
+    before = _snapshot(model)
+    curve = _losses(p, model, opt, batch, 4)
+    assert _changed(model, before) == set() and curve[0] == curve[-1]
     assert clean_curve[0] - clean_curve[7] > 0.5
 
 

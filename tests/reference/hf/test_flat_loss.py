@@ -41,12 +41,15 @@ def test_fault_trains_without_an_error(bed, golden, name: str) -> None:
     assert out.logits.shape[0] == out.targets.shape[0] * out.targets.shape[2]
 
 
-def test_trainer_default_lr_leaves_the_loss_flat(bed, golden, clean_curve) -> None:
+def test_trainer_default_lr_schedules_a_rate_of_zero(bed, golden, clean_curve) -> None:
+    """The schedule built for 0 training steps holds every group's rate at 0: nothing moves."""
     p = bed.with_faults(["trainer_default_lr"])
     model, opt = setup(p)
-    assert max(g["lr"] for g in opt.param_groups) <= bed.lr / 50
-    curve = losses(p, model, opt, golden, 8)
-    assert curve[0] - curve[-1] < 0.1
+    assert all(g["initial_lr"] > 0 and g["lr"] == 0.0 for g in opt.param_groups)
+    before = snapshot(model)
+    curve = losses(p, model, opt, golden, 4)
+    assert all(g["lr"] == 0.0 for g in opt.param_groups)
+    assert not changed(model, before) and curve[0] == curve[-1]
     assert clean_curve[0] - clean_curve[-1] > 0.5
 
 

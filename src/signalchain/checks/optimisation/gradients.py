@@ -328,6 +328,11 @@ def judge_update(u: UpdateMeasurement, trainable: set[str] | None = None) -> lis
                      CHECK, hint="call zero_grad() before backward (or after step), never between them; check hooks "
                                  "or wrappers that reset .grad", steps=len(u.at_step),
                      params_with_grad_in_backward=sum(u.had_grad.values()))]
+    # A tensor whose every measured update was 0 or lost to rounding did not move because of its rate
+    # (a zero schedule, a warm-up's first tiny steps): the rate judge (`rates.judge_rates`) says so.
+    by_rate = set(u.below_resolution)
+    if not moved and any(u.had_grad.values()) and all(n in by_rate for n, g in u.had_grad.items() if g):
+        return []
     if not moved:
         grads = sum(u.had_grad.values())
         return [
@@ -344,7 +349,7 @@ def judge_update(u: UpdateMeasurement, trainable: set[str] | None = None) -> lis
                 scales=u.scaler_scales,
             )
         ]
-    stuck = [n for n in considered if u.changed.get(n, 0) == 0 and u.had_grad.get(n, False)]
+    stuck = [n for n in considered if u.changed.get(n, 0) == 0 and u.had_grad.get(n, False) and n not in by_rate]
     out: list[Finding] = []
     if stuck:
         out.append(make("optim.step_skipped", "warning", "optimizer",

@@ -15,6 +15,7 @@ from ...checks.optimisation.curves import (
 )
 from ...checks.optimisation.gradients import judge_gradients, judge_update
 from ...checks.optimisation.predictions import judge_predictions
+from ...checks.optimisation.rates import judge_rates, lost_at
 from ...findings import Finding
 from ...records.figures import Bars, Curves, Figure, Table, Text
 from ...records.optimisation import (
@@ -40,6 +41,9 @@ KNOBS = {
     "probe_steps": Knob(5, 8, 16, "updates of the probe above the best rate"),
     "update_steps": Knob(3, 3, 5, "updates whose relative parameter change is measured"),
 }
+#: When the first re-fit rate (the sweep's best) does not memorise one batch, one more at this
+#: fraction of it: a 4-step sweep's best is often too large for a longer run.
+REFIT_LOWER = 0.1
 
 
 def _trainable(ctx: Context) -> set[str] | None:
@@ -59,11 +63,21 @@ def _best_lr(
 
 
 def _refit(ctx: Context) -> list[float]:
-    # Every connection holds but the rate is far from the sweep's best: fit again at the best rate
-    # before blaming either the rate or the model's capacity.
-    curve = ctx.result("optimisation.overfit")
-    curve.best_lr_losses = overfit_at(ctx, ctx.result("optimisation.best_lr")) or []  # type: ignore[union-attr]
-    return curve.best_lr_losses  # type: ignore[union-attr]
+    # Every connection holds but the configured settings did not memorise one batch: fit again with
+    # plain updates at the sweep's best rate, then at a tenth of it, before calling it capacity. One
+    # batch memorised at any rate answers the test's question: the path is connected.
+    from ...checks.optimisation.curves import memorised, overfit_target
+
+    curve: CurveMeasurement = ctx.result("optimisation.overfit")
+    best = float(ctx.result("optimisation.best_lr"))
+    for lr in (best, best * REFIT_LOWER):
+        losses = overfit_at(ctx, lr) or []
+        curve.refit_lrs.append(lr)
+        curve.refit_losses.append(losses)
+        if memorised(losses, overfit_target(curve)):
+            break
+    curve.best_lr_losses = curve.refit_losses[0]
+    return curve.best_lr_losses
 
 
 def _show_gradients(grads: GradientMeasurement) -> dict[str, Figure]:
@@ -72,9 +86,27 @@ def _show_gradients(grads: GradientMeasurement) -> dict[str, Figure]:
 
 
 def _show_update(upd: UpdateMeasurement) -> dict[str, Figure]:
-    if not upd.layer_ratio:
-        return {}
-    return {"update": Bars("Relative update |Δθ|/|θ| per module after a few steps", upd.layer_ratio, x_label="ratio")}
+    out: dict[str, Figure] = {}
+    if upd.layer_ratio:
+        out["update"] = Bars("Relative update |Δθ|/|θ| per module after a few steps", upd.layer_ratio, x_label="ratio")
+    rows = []
+    for g in upd.groups:
+        if not g.with_grad:
+            continue
+        lost = lost_at(g, g.configured_lr) if g.configured_lr else None
+        rows.append([str(g.group), f"{g.values:,}", g.dtype,
+                     f"{g.configured_lr:.3g}" if g.configured_lr is not None else "set by the optimizer",
+                     " → ".join("—" if r is None else f"{r:.3g}" for r in g.step_lrs),
+                     f"{g.ratio:.2g}" if g.ratio is not None else "—",
+                     f"{lost:.1%}" if lost is not None else "—",
+                     f"{g.stuck / g.with_grad:.1%}",
+                     f"{g.eps_share:.0%} (eps {g.eps:.0e})" if g.eps_share is not None and g.eps else "—"])
+    if rows:
+        out["update.rates"] = Table(
+            "The configured rate at work: a few real updates per parameter group",
+            ["group", "values", "dtype", "configured lr", "rate at each step", "|Δθ|/|θ| per update",
+             "lost to rounding at the configured lr", "grad ≠ 0 but bit-identical", "√v̂ below eps"], rows)
+    return out
 
 
 def _show_sweep(sweep: SweepMeasurement) -> dict[str, Figure]:
@@ -83,7 +115,7 @@ def _show_sweep(sweep: SweepMeasurement) -> dict[str, Figure]:
         return {}
     summary = sweep_summary(sweep)
     finals = [min(ls[-2:]) if ls else float("nan") for ls in losses]
-    lines = {"configured": sweep.configured}
+    lines = {"configured": sweep.configured} if sweep.configured > 0 else {}
     if summary["best_lr"]:
         lines["best"] = summary["best_lr"]
     if summary["diverge_lr"]:
@@ -91,7 +123,9 @@ def _show_sweep(sweep: SweepMeasurement) -> dict[str, Figure]:
     start = sweep.initial
     out: dict[str, Figure] = {
         "lr_sweep": Curves(
-            "Learning-rate sweep (diverged runs above the top edge)",
+            f"Learning-rate sweep: {len(losses[0]) - 1 if losses else 0} steps from one start (a short-horizon "
+            "measurement)\nit shows where the loss diverges; over so few steps larger rates always look better,\n"
+            "so it cannot show that a rate is too small. Diverged runs above the top edge",
             {
                 "loss after a few steps from the same start": [list(lrs), finals],
                 "start": [[lrs[0], lrs[-1]], [start, start]],
@@ -122,8 +156,11 @@ def _show_overfit(curve: CurveMeasurement) -> dict[str, Figure]:
     if curve.unigram_entropy is not None:
         h = curve.unigram_entropy
         series["unigram entropy of the targets"] = [[0, len(losses) - 1], [h, h]]
-    if curve.best_lr_losses:
-        series["loss at the sweep's best rate"] = [list(range(len(curve.best_lr_losses))), list(curve.best_lr_losses)]
+    refits = list(zip(curve.refit_lrs, curve.refit_losses)) or (
+        [(None, curve.best_lr_losses)] if curve.best_lr_losses else [])
+    for lr, ls in refits:
+        name = f"re-fit at lr {lr:.3g} (plain updates)" if lr is not None else "re-fit at the sweep's best rate"
+        series[name] = [list(range(len(ls))), list(ls)]
     out: dict[str, Figure] = {"overfit": Curves("Overfit one batch (regularisation off)", series, x_label="step",
                                                 y_label="cross-entropy (nats)")}
     if curve.grad_norms:
@@ -148,13 +185,19 @@ register(Family("optimisation", "Optimisation path: gradients, updates, stale pr
          judges=(judge_predictions,)),
     Step("lr_sweep", say="optimisation: learning-rate sweep", measure=measure_lr_sweep,
          judges=(judge_sweep,), show=_show_sweep),
-    Step("overfit", say="optimisation: overfit one batch", measure=measure_overfit, judges=(judge_flat_loss,)),
+    Step("overfit", say="optimisation: overfit one batch", measure=measure_overfit),
+    # The configured rate at the user's horizon: before the re-fit, so that a rate at which nothing
+    # can learn counts as a broken connection.
+    Step("rates", when=lambda ctx: ctx.result("optimisation.update") is not None or _has_curve(ctx),
+         reads=("optimisation.update",), empty_ok=True, timing="",
+         judges=(judge(judge_rates, "optimisation.update", "optimisation.overfit", "optimisation.lr_sweep"),)),
     Step("best_lr", when=_has_curve, measure=_best_lr, reads=("optimisation.overfit", PRIOR, "optimisation.lr_sweep"),
          timing=""),
     Step("overfit_best_lr", when=lambda ctx: ctx.result("optimisation.best_lr") is not None,
          say="optimisation: overfit again at the best learning rate", measure=_refit),
     # The verdict names which of the five connections are broken, from everything found so far.
     Step("verdict", when=_has_curve, reads=("optimisation.overfit",), show=_show_overfit,
-         judges=(judge(judge_overfit, SELF, PRIOR, "optimisation.lr_sweep"),
+         judges=(judge(judge_flat_loss, SELF, PRIOR),
+                 judge(judge_overfit, SELF, PRIOR, "optimisation.lr_sweep"),
                  judge(judge_curve_stability, SELF, "optimisation.lr_sweep"))),
 )))

@@ -83,5 +83,6 @@ def regularisation_off(model: torch.nn.Module, optimizer: torch.optim.Optimizer)
 
 
 def configured_lrs(optimizer: torch.optim.Optimizer) -> list[float]:
-    """The learning rate each group is configured with (before a scheduler's warm-up factor)."""
-    return [float(g.get("initial_lr", g["lr"])) for g in optimizer.param_groups]
+    """The learning rate each group is configured with (before a scheduler's warm-up factor); 0 for a
+    group whose optimizer sets its own (Adafactor's relative step: `lr=None`)."""
+    return [float(g.get("initial_lr", g.get("lr")) or 0.0) for g in optimizer.param_groups]

@@ -24,9 +24,11 @@ __all__ = ["measure_lr_sweep", "train_at"]
 
 
 def _set_lr(optimizer: torch.optim.Optimizer, lr: float, configured: list[float]) -> None:
-    top = max(configured) or 1.0
+    """Every group at `lr` times its configured share of the top rate (all at `lr` when every
+    configured rate is 0: a zero rate says nothing about the groups' ratios)."""
+    top = max(configured)
     for group, base in zip(optimizer.param_groups, configured):
-        group["lr"] = lr * (base / top)
+        group["lr"] = lr * (base / top) if top > 0 else lr
 
 
 def train_at(ctx: Context, state: dict, lr: float, steps: int, norms: list[float] | None = None,
@@ -60,7 +62,7 @@ def measure_lr_sweep(ctx: Context) -> SweepMeasurement:
     model = ctx.fresh_model()
     state = copy.deepcopy(model.state_dict())
     configured = max(configured_lrs(ctx.pipeline.build_optimizer(model)))
-    lrs = sorted(set(np.logspace(-6, 0, ctx.budget.sweep_lrs).tolist()) | {configured})
+    lrs = sorted(set(np.logspace(-6, 0, ctx.budget.sweep_lrs).tolist()) | ({configured} if configured > 0 else set()))
     losses = [train_at(ctx, state, lr, ctx.budget.sweep_steps) for lr in lrs]
     initial = losses[0][0]
     report = SweepMeasurement(lrs=lrs, losses=losses, initial=initial, configured=configured)

@@ -10,6 +10,7 @@ import torch
 
 from ..._tensor import as_float
 from ...checks._util import unigram_entropy
+from ...probes.step_rates import StepRates
 from ...records.optimisation import CurveMeasurement
 from ...trace.layout import read_layout
 from .._seed import seed_everything
@@ -39,17 +40,19 @@ def measure_overfit(ctx: Context) -> CurveMeasurement:
     seed_everything(ctx.seed)
     error = None
     lrs: list[float] = []
-    for _ in range(ctx.budget.overfit_steps):
-        try:
-            out = update_step(p, model, optimizer, ctx.batch(), grab)
-        except Exception as exc:  # the run under test may crash: that is a result, not our crash
-            error = f"{type(exc).__name__}: {exc}"
-            break
-        loss = as_float(out.loss)
-        losses.append(loss)
-        lrs.append(max(float(g["lr"]) for g in optimizer.param_groups))
-        if not math.isfinite(loss):
-            break
+    # the rate of each group when step() runs: the schedule at work
+    with StepRates(optimizer, measure=False).attached_to() as rates:
+        for _ in range(ctx.budget.overfit_steps):
+            try:
+                out = update_step(p, model, optimizer, ctx.batch(), grab)
+            except Exception as exc:  # the run under test may crash: that is a result, not our crash
+                error = f"{type(exc).__name__}: {exc}"
+                break
+            loss = as_float(out.loss)
+            losses.append(loss)
+            lrs.append(max(float(g["lr"] or 0.0) for g in optimizer.param_groups))
+            if not math.isfinite(loss):
+                break
     trace = ctx.golden().trace
     h = None
     view = read_layout(trace)  # targets [B, K, T'] whatever the pipeline's layout, ignored ones masked
@@ -57,7 +60,8 @@ def measure_overfit(ctx: Context) -> CurveMeasurement:
         m = view.mask if view.mask is not None else np.ones(view.targets.shape, bool)
         h = unigram_entropy(view.targets, m) if m.any() else None
     report = CurveMeasurement(losses=losses, grad_norms=norms, steps=len(losses), unigram_entropy=h,
-                              regularisation=reg, error=error, lrs=lrs, params_moved=_fingerprint(model) != before)
+                              regularisation=reg, error=error, lrs=lrs, params_moved=_fingerprint(model) != before,
+                              step_lrs=rates.step_lrs)
     if clip:
         report.regularisation["clip_max_norm"] = int(clip[0]) if clip[0].is_integer() else clip[0]  # type: ignore[assignment]
     return report
@@ -70,8 +74,9 @@ def _fingerprint(model: torch.nn.Module) -> list[tuple[float, float]]:
 
 
 def overfit_at(ctx: Context, lr: float) -> list[float]:
-    """The overfit run again, at `lr`, with a plain update loop (regularisation off): does the model
-    fit one batch when the learning rate is right? Separates a learning-rate problem from capacity."""
+    """The overfit run again, at `lr`, with a plain update loop (regularisation off, no schedule):
+    does one batch memorise at some rate? Then the path is connected, whatever the configured rate
+    does in so few steps; at no rate tried, the model's capacity is in question."""
     import copy
 
     from .lr_sweep import train_at

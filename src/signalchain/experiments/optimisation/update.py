@@ -1,10 +1,12 @@
-"""Parameter update: snapshot, run the pipeline's own update a few times, measure what moved."""
+"""Parameter update: snapshot, run the pipeline's own update a few times, measure what moved, and
+what each step did per parameter group at the configured rate (`probes.step_rates.StepRates`)."""
 
 from __future__ import annotations
 
 import torch
 
 from ...probes.step_grads import StepGrads
+from ...probes.step_rates import StepRates
 from ...records.optimisation import UpdateMeasurement
 from .._seed import seed_everything
 from ..context import Context
@@ -35,7 +37,8 @@ def measure_update(ctx: Context) -> UpdateMeasurement:
         return value
 
     effective = [float(g["lr"]) for g in optimizer.param_groups]
-    with StepGrads(optimizer).attached_to() as step_grads:
+    with StepGrads(optimizer).attached_to() as step_grads, \
+            StepRates(optimizer, {id(q): n for n, q in params.items()}).attached_to() as rates:
         for _ in range(ctx.budget.update_steps):
             update_step(p, model, optimizer, ctx.batch(), grab)
     at_step = step_grads.at_step
@@ -56,4 +59,6 @@ def measure_update(ctx: Context) -> UpdateMeasurement:
         scaler_scales=scales,
         at_step=at_step,
         layer_ratio={k: max(v) for k, v in layer.items()},
+        groups=rates.groups(),
+        below_resolution=rates.below_resolution(),
     )

@@ -43,10 +43,12 @@ def _seeded_linear(n_in: int, n_out: int, seed: int) -> nn.Linear:
 @fault("lr_too_small", "flat_loss", "the learning rate is too small", SECTION,
        ["optim.lr_too_small"], "optimizer", symptom="flat-loss")
 def _lr_too_small(p: ReferencePipeline) -> None:
-    # Bug: a "per-token" lr rule meant for a summed loss divides the lr by the number of target
-    # tokens per batch, but the loss is already a mean: 2e-3 / 3200 ≈ 6e-7, and nothing moves.
-    frames = int(round(p.cfg.segment_seconds * p.codec.frame_rate))
-    p.cfg.lr = p.cfg.lr / (p.cfg.batch_size * p.codec.n_codebooks * frames)
+    # Bug: the rate follows the linear scaling rule of a recipe tuned at batch 256 (Goyal et al.:
+    # scale the rate with the batch), written `lr = base_lr * (batch_size // 256)`. The integer
+    # division (meant `/`) is 0 for every batch under 256: AdamW gets lr=0 and no parameter ever
+    # moves, while the loop, the schedule and the logs all look normal.
+    reference_batch = 256
+    p.cfg.lr = p.cfg.lr * (p.cfg.batch_size // reference_batch)
 
 
 # ---- 2. parameters frozen or absent from the optimiser -------------------------------------------

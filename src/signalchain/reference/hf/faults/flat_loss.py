@@ -27,10 +27,34 @@ SECTION = "Loss does not decrease"
 @fault("trainer_default_lr", "flat_loss", "the learning rate is too small", SECTION,
        ["optim.lr_too_small"], "optimizer", symptom="flat-loss")
 def _trainer_default_lr(p: HFBedPipeline) -> None:
-    # Bug: the script parses `--learning_rate 3e-3` into its own argparse namespace but builds the
-    # optimiser from `TrainingArguments(output_dir=...)`, whose default `learning_rate=5e-5` (fine for
-    # a pretrained 300M MusicGen) wins: this decoder, trained from scratch, needs ~60x more.
-    p.lr = 5e-5
+    # Bug: the script sets up the Trainer's default schedule by hand (`lr_scheduler_type="linear"`):
+    # `num_training_steps = len(train_dataloader) // gradient_accumulation_steps // world_size *
+    # epochs`, with accumulation 16 and world size 2 copied from the cluster recipe, and the warm-up
+    # as `int(warmup_ratio * num_training_steps)`. The Trainer guards the first division with
+    # `max(..., 1)`; the copy does not, so on this small dataset (a handful of batches) the count is 0,
+    # and `get_linear_schedule_with_warmup(optimizer, 0, 0)` multiplies the rate by
+    # max(0, (0 - step) / 1) = 0 from the first step on: AdamW trains at rate 0.
+    from transformers import get_linear_schedule_with_warmup
+
+    accumulation, world_size, epochs, warmup_ratio = 16, 2, 3, 0.1
+    batches = -(-len(p.split_examples("train")) // p.batch_size)
+    total = batches // accumulation // world_size * epochs
+    schedulers: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+    build_optimizer, train_step = p.build_optimizer, p.train_step
+
+    def build(model: Any) -> torch.optim.Optimizer:
+        optimizer = build_optimizer(model)
+        schedulers[optimizer] = get_linear_schedule_with_warmup(optimizer, int(warmup_ratio * total), total)
+        return optimizer
+
+    def step(model: Any, optimizer: Any, batch: Any, tap: Any = no_tap) -> StepOutput:
+        out = train_step(model, optimizer, batch, tap)
+        if optimizer in schedulers:
+            schedulers[optimizer].step()
+        return out
+
+    p.build_optimizer = build  # type: ignore[method-assign]
+    p.train_step = step  # type: ignore[method-assign]
 
 
 # ---- 2. parameters frozen ------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The method's generic training faults, written the way they arise in a token LM's training code:
-a learning rate in the wrong units, a misplaced `zero_grad`, unshifted targets, padding trained as
-a target, an empty loss mask, a log of zero in a hand-written loss. The doctor's families judge
-them unchanged on the symbolic bed, with the ids and stages of the audio reference's analogues."""
+a learning rate in the wrong units (below float32's resolution), a misplaced `zero_grad`, unshifted
+targets, padding trained as a target, an empty loss mask, a log of zero in a hand-written loss. The
+doctor's families judge them unchanged on the symbolic bed, with the ids and stages of the audio
+reference's analogues."""
 
 from __future__ import annotations
 
@@ -31,9 +32,13 @@ FLAT = "Loss does not decrease"
 @fault("lr_per_token_rule", "flat_loss", "the learning rate is too small", FLAT,
        ["optim.lr_too_small"], "optimizer", symptom="flat-loss")
 def _lr_per_token_rule(p: SymbolicBedPipeline) -> None:
-    # Bug: a "per-token" rule meant for a summed loss divides the rate by the tokens of a batch
-    # (batch_size * max_len = 2048), but the loss is already a mean: 3e-3 becomes 1.5e-6.
-    p.lr = p.lr / (p.cfg.batch_size * p.cfg.max_len)
+    # Bug: the recipe states its rate per token seen over the run (for a loss summed over every
+    # token), and the port divides AdamW's rate by all the tokens the run will see, `epochs *
+    # len(train_set) * max_len` (100 * 51 * 256 ≈ 1.3e6). AdamW's rate is per update and the loss is
+    # already a mean: 3e-3 becomes ≈ 2.3e-9, below the float32 spacing of most weights (≈ 7e-9 at the
+    # median |θ| ≈ 0.06), so most of every update rounds away and the weights move by rounding.
+    epochs = 100
+    p.lr = p.lr / (epochs * len(p.training_examples()) * p.cfg.max_len)
 
 
 @fault("sgd_lr_kept_for_adamw", "learning_rate", "the learning rate is too high: the loss oscillates and diverges",
