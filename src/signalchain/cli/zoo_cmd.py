@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import json
+from pathlib import Path
 from typing import Any
 
 import click
@@ -129,7 +131,17 @@ def zoo(zoo_spec: str | None, member_names: str | None, fast: bool, beds: tuple[
     say = lambda line: err.print(line, highlight=False, markup=False)  # noqa: E731  (plain lines: logs too)
     zoo_mod.prepare([m["name"] for m in chosen], say)
     say(f"zoo: {len(chosen)} members × seeds {seed_list} ({budget}); performance runs last, one at a time")
-    score = score_zoo(chosen, seed_list, families, workers, budget, progress=say)
+    on_run = None
+    if json_path:  # each run as it ends, one JSON line: a long zoo keeps what it measured if stopped
+        log = Path(f"{json_path}.runs.jsonl")
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text("")
+
+        def on_run(run: Any, part: str) -> None:
+            with log.open("a") as fh:
+                fh.write(json.dumps({**run.to_dict(), "part": part}, default=str) + "\n")
+
+    score = score_zoo(chosen, seed_list, families, workers, budget, progress=say, on_run=on_run)
     result = score.to_dict()
     s = result["summary"]
     lines: list[Any] = [_table(result)]

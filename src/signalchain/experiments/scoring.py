@@ -278,12 +278,15 @@ def _zoo_run(member: str, seed: int, res: dict[str, Any]) -> ZooRun:
 
 def score_zoo(members: Sequence[dict[str, Any]], seeds: Sequence[int] = (0, 1, 2), families: Sequence[str] = (),
               workers: int | None = None, budget: str = "business",
-              progress: Callable[[str], None] | None = None) -> ZooScore:
+              progress: Callable[[str], None] | None = None,
+              on_run: Callable[[ZooRun, str], None] | None = None) -> ZooScore:
     """Run the doctor on every member × seed (each member a pipeline spec, seen through `ProtocolView`).
 
     `families` empty: every family. The performance family judges wall-clock time, so it never runs
     beside other work of the zoo: the other families run in `workers` processes, then performance
     alone, one run at a time, on every member × seed (as `score_catalogue` runs its timing faults).
+    `on_run(run, part)` is called as each run ends (part "families" or "performance"): a long zoo
+    keeps what it measured even if it is stopped.
     """
     import time
 
@@ -308,6 +311,8 @@ def score_zoo(members: Sequence[dict[str, Any]], seeds: Sequence[int] = (0, 1, 2
             except Exception as exc:  # a worker that died is a result too
                 res = {"findings": [], "seconds": 0.0, "error": f"{type(exc).__name__}: {exc}"}
             run = _zoo_run(name, seed, res)
+            if on_run:
+                on_run(run, what)
             prev = results.get((name, seed))
             if prev is None:
                 results[(name, seed)] = run

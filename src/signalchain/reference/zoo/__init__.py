@@ -20,11 +20,13 @@ from . import hf, reference, symbolic  # noqa: F401  (importing registers the me
 from ._member import MEMBERS, Member
 from .pretrained import PretrainSpec, pretrained_state
 
-__all__ = ["MEMBERS", "Member", "FAST", "members", "fast", "prepare", "build", "PRETRAINED"]
+__all__ = ["MEMBERS", "Member", "FAST", "members", "fast", "prepare", "build", "pretrain_spec", "pretrained_state"]
 
-#: The pretrained starts, by the bed name members give in `pretrained=`.
-PRETRAINED: dict[str, PretrainSpec] = {"reference": reference.REF_PRETRAIN, "hf": hf.HF_PRETRAIN,
-                                       "symbolic": symbolic.SYM_PRETRAIN}
+
+
+def pretrain_spec(bed: str) -> PretrainSpec:
+    """The pretrained start of `bed` (the name members give in `pretrained=`)."""
+    return {"reference": reference.REF_PRETRAIN, "hf": hf.HF_PRETRAIN, "symbolic": symbolic.SYM_PRETRAIN}[bed]
 
 #: A handful of members spanning the three beds and the trickiest conventions: decoder inputs
 #: tapped as `tokens.pattern` (the issue's trap) on both codec beds, HF's labels on the reference
@@ -52,4 +54,4 @@ def prepare(names: Sequence[str], say: Callable[[str], None] | None = None) -> N
     """Build (or find in the cache) the pretrained starts that `names` fine-tune, once, before
     workers start: each worker then loads them from disk."""
     for bed in dict.fromkeys(MEMBERS[n].pretrained for n in names if n in MEMBERS and MEMBERS[n].pretrained):
-        pretrained_state(PRETRAINED[bed], say=say)
+        pretrained_state(pretrain_spec(bed), say=say)
