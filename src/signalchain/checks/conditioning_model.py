@@ -176,7 +176,10 @@ def judge_sensitivity(
     told = "; ".join(f"{k}: embedding {100 * emb[k]:.0f}%, logits {v:.2g}" if k in emb else f"{k}: logits {v:.2g}"
                      for k, v in logit.items())
     control = (f"; the same captions set again move them {s.control:.1g}" if math.isfinite(s.control) else "")
-    ev = {"embedding_change": emb, "logits_change": logit, "rows": s.rows, "floor": floor, "control": s.control}
+    ev = {"embedding_change": emb, "logits_change": logit, "rows": s.rows, "floor": floor, "control": s.control,
+          "upcast_from": s.upcast_from}
+    if s.upcast_from:  # measured on the float32 twin of a low-precision run
+        control += f"; the run's {s.upcast_from} ops measured in float32"
     if max(logit.values()) <= floor:
         return [make("condition.unused", "error", "logits",
                      f"replacing the caption changes the condition embedding but not the logits ({told}; relative "
