@@ -160,33 +160,38 @@ def score_catalogue(spec: str, faults: Sequence[dict[str, Any]], control_seeds: 
 
 # ---- the clean-pipeline zoo -------------------------------------------------------------------
 
-#: A judge's module → the family that runs it (the findings of a doctor run carry their `check`).
-_CHECK_FAMILY = (
-    ("checks.symbolic_repetition", "generation"), ("checks.audio", "audio"), ("checks.numerics", "numerics"),
-    ("checks.optimisation", "optimisation"), ("checks.precision", "precision"),
-    ("checks.conditioning", "conditioning"), ("checks.generation", "generation"), ("checks.output", "output"),
-    ("checks.performance", "performance"), ("audit.", "splits"),
-    ("checks.data", "data"), ("checks.tokens", "data"), ("checks.inputs", "data"), ("checks.loader", "data"),
-    ("checks.token_audio", "data"), ("checks.symbolic", "data"), ("checks._symbolic", "data"),
-)
+#: A finding's `check` (the name its judge gives) → the doctor family that runs it. Two names are
+#: shared across families and are told apart by the id: "checks.stale" (loader, token_audio: data;
+#: predictions: optimisation) and "checks.symbolic" (the tokens: data; repetition: generation).
+_CHECK_FAMILY = {"checks.audio": "audio", "checks.data": "data", "checks.tokens": "data", "checks.inputs": "data",
+                 "checks.numerics": "numerics", "checks.gradients": "optimisation", "checks.training": "optimisation",
+                 "checks.precision": "precision", "checks.conditioning": "conditioning",
+                 "checks.generation": "generation", "checks.output": "output", "checks.performance": "performance"}
+_ID_FAMILY = {"optim": "optimisation", "grad": "optimisation", "loss": "optimisation", "overfit": "optimisation",
+              "model": "optimisation", "dtype": "optimisation", "codec": "optimisation", "amp": "precision",
+              "nonfinite": "numerics", "perf": "performance", "split": "splits", "condition": "conditioning",
+              "caption": "conditioning", "generation": "generation", "output": "output", "audio": "audio",
+              "tokens": "data", "targets": "data", "mask": "data", "batch": "data", "crop": "data", "loader": "data",
+              "symbolic": "data", "shape": "data"}
 _FAMILIES = ("audio", "data", "numerics", "optimisation", "precision", "conditioning", "generation", "output",
              "splits", "performance")
 
 
 def family_of(finding: dict[str, Any]) -> str:
-    """The doctor family a finding came from, read off its `check` (a judge's module, or the
-    `family.step` key of a crashed step)."""
-    check = str(finding.get("check") or "")
-    for prefix, fam in _CHECK_FAMILY:
-        if check.startswith(prefix):
-            return fam
-    head = check.split(".")[0]
-    if head in _FAMILIES:
-        return head
-    head = str(finding.get("id", "")).split(".")[0]
-    return {"optim": "optimisation", "grad": "optimisation", "loss": "optimisation", "overfit": "optimisation",
-            "amp": "precision", "nonfinite": "numerics", "perf": "performance", "split": "splits",
-            "condition": "conditioning", "caption": "conditioning"}.get(head, head if head in _FAMILIES else "other")
+    """The doctor family a finding came from, read off its `check` (the judge's name, or the
+    `family.step` key of a crashed step), else its id."""
+    check, fid = str(finding.get("check") or ""), str(finding.get("id", ""))
+    if check.split(".")[0] in _FAMILIES:
+        return check.split(".")[0]
+    if check.startswith("audit."):
+        return "splits"
+    if check == "checks.stale":
+        return "optimisation" if fid.startswith("loss.") else "data"
+    if check == "checks.symbolic":
+        return "generation" if fid == "symbolic.repetitive" else "data"
+    if fid == "loss.initial":
+        return "data"
+    return _CHECK_FAMILY.get(check) or _ID_FAMILY.get(fid.split(".")[0], "other")
 
 
 @dataclass

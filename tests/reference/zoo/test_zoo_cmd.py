@@ -16,21 +16,25 @@ def _f(fid, sev, check):
 
 
 def test_family_of_reads_the_judge_module():
-    assert family_of(_f("optim.lr_too_small", "error", "checks.optimisation.lr.judge_lr")) == "optimisation"
-    assert family_of(_f("targets.misaligned", "error", "checks.inputs.judge_inputs")) == "data"
-    assert family_of(_f("symbolic.structure", "warning", "checks.symbolic_structure.judge")) == "data"
-    assert family_of(_f("symbolic.repetitive", "warning", "checks.symbolic_repetition.judge")) == "generation"
-    assert family_of(_f("split.duplicate", "warning", "audit.judge_splits.judge")) == "splits"
-    assert family_of(_f("generation.silent", "error", "checks.output.judge_route")) == "output"
+    assert family_of(_f("optim.lr_too_small", "error", "checks.training")) == "optimisation"
+    assert family_of(_f("model.capacity", "warning", "checks.training")) == "optimisation"
+    assert family_of(_f("targets.misaligned", "error", "checks.inputs")) == "data"
+    assert family_of(_f("loss.initial", "warning", "checks.data")) == "data"
+    assert family_of(_f("symbolic.structure", "warning", "checks.symbolic")) == "data"
+    assert family_of(_f("symbolic.repetitive", "warning", "checks.symbolic")) == "generation"
+    assert family_of(_f("loss.stale_predictions", "error", "checks.stale")) == "optimisation"
+    assert family_of(_f("loader.stale_cache", "error", "checks.stale")) == "data"
+    assert family_of(_f("split.duplicate", "warning", "audit.judge_splits")) == "splits"
+    assert family_of(_f("generation.silent", "error", "checks.output")) == "output"
     assert family_of(_f("internal.check_failed", "error", "optimisation.update")) == "optimisation"
     assert family_of(_f("perf.stall", "warning", "")) == "performance"
 
 
 def test_false_alarm_rates_count_runs_not_findings():
     members = [{"name": "a", "bed": "x"}, {"name": "b", "bed": "y"}]
-    runs = [ZooRun("a", 0, [_f("w.x", "warning", "checks.data.j"), _f("w.x", "warning", "checks.data.j")]),
+    runs = [ZooRun("a", 0, [_f("w.x", "warning", "checks.data"), _f("w.x", "warning", "checks.data")]),
             ZooRun("a", 1, []),
-            ZooRun("b", 0, [_f("e.y", "error", "checks.optimisation.j"), _f("w.x", "warning", "checks.data.j")]),
+            ZooRun("b", 0, [_f("e.y", "error", "checks.training"), _f("w.x", "warning", "checks.data")]),
             ZooRun("b", 1, [], error="RuntimeError: boom")]
     score = ZooScore(members, [0, 1], runs, ["data", "optimisation"])
     fa = score.false_alarms()
