@@ -218,7 +218,8 @@ def ref_input() -> RefMember:
 def ref_labels_btk() -> RefMember:
     """HF's loss convention on the reference model: labels [B, T', K] in pattern time with -100 on
     the pattern's edges and on padding, logits [B*K, T', V], no mask tapped (the ignore index says
-    it), one cross-entropy over the kept positions."""
+    it), one cross-entropy over the kept positions; the delayed codes tapped as `tokens.pattern`, the
+    shifted decoder inputs as `tokens.input`."""
     return _ref("ref-labels-btk", ADAMW, taps="labels-btk")
 
 
