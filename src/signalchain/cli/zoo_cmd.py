@@ -70,8 +70,8 @@ def _alarms_table(result: dict[str, Any]) -> Table:
     for col in ("id", "errors", "warnings", "rate", "members"):
         t.add_column(col, overflow="fold")
     for fid, row in result["false_alarms"].items():
-        t.add_row(fid, str(row["errors"]), str(row["warnings"]), f"{row['runs']}/{row['of']} ({100 * row['rate']:.1f} %)",
-                  ", ".join(row["members"]))
+        rate = f"{row['runs']}/{row['of']} ({100 * row['rate']:.1f} %)"
+        t.add_row(fid, str(row["errors"]), str(row["warnings"]), rate, ", ".join(row["members"]))
     return t
 
 
@@ -104,7 +104,8 @@ def zoo(zoo_spec: str | None, member_names: str | None, fast: bool, beds: tuple[
     known = {m["name"]: m for m in catalogue}
     if member_names and fast:
         raise UsageError("give --members or --fast, not both")
-    wanted = _names(member_names) if member_names else (list(zoo_mod.fast()) if fast else [m["name"] for m in catalogue])
+    everyone = [m["name"] for m in catalogue]
+    wanted = _names(member_names) if member_names else (list(zoo_mod.fast()) if fast else everyone)
     unknown = [n for n in wanted if n not in known]
     if unknown:
         raise UsageError(f"unknown zoo member {unknown[0]!r}; `signalchain zoo --list` lists the {len(known)} members")

@@ -32,7 +32,8 @@ class Member:
 
 MEMBERS: dict[str, Member] = {}
 
-def member(name: str, bed: str, pretrained: str | None = None, **tags: Any) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
+def member(name: str, bed: str, pretrained: str | None = None,
+           **tags: Any) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
     """Register the decorated zero-argument factory as zoo member `name`."""
 
     def deco(fn: Callable[[], Any]) -> Callable[[], Any]:

@@ -64,7 +64,8 @@ class HFMember(RecipeMixin, HFBedPipeline):
         rest = [p for p in model.parameters() if p.requires_grad and id(p) not in skip]
         out = []
         for params, scale in ((rest, 1.0), (text, self.text_lr_scale)):
-            out += [([p for p in params if p.dim() >= 2], scale, True), ([p for p in params if p.dim() < 2], scale, False)]
+            out += [([p for p in params if p.dim() >= 2], scale, True),
+                    ([p for p in params if p.dim() < 2], scale, False)]
         return out
 
     def micro_batches(self, batch: Batch, n: int) -> list[Batch]:
