@@ -181,6 +181,7 @@ def family_of(finding: dict[str, Any]) -> str:
     """The doctor family a finding came from, read off its `check` (the judge's name, or the
     `family.step` key of a crashed step), else its id."""
     check, fid = str(finding.get("check") or ""), str(finding.get("id", ""))
+    check = check.removeprefix("doctor.")  # a crashed step: "doctor.<family>.<step>"
     if check.split(".")[0] in _FAMILIES:
         return check.split(".")[0]
     if check.startswith("audit."):

@@ -27,6 +27,7 @@ def test_family_of_reads_the_judge_module():
     assert family_of(_f("split.duplicate", "warning", "audit.judge_splits")) == "splits"
     assert family_of(_f("generation.silent", "error", "checks.output")) == "output"
     assert family_of(_f("internal.check_failed", "error", "optimisation.update")) == "optimisation"
+    assert family_of(_f("internal.check_failed", "error", "doctor.optimisation.update")) == "optimisation"
     assert family_of(_f("perf.stall", "warning", "")) == "performance"
 
 
