@@ -228,6 +228,21 @@ def test_grads_frozen_at_init_versus_pretrained():
     assert judge_condition_grads(ConditionGrads(_params(), True, True, "ok")) == []
 
 
+def test_grads_whole_path_frozen_judged_by_whether_it_was_trained():
+    """LoRA or head-only fine-tuning of a pretrained model freezes the whole conditioning path,
+    fusion included (zoo member sym-ft-lora): trained-looking gains are info, constant ones an error."""
+    names = ("enc.emb.weight", "enc.norm.weight", "enc.norm.bias", "enc.out.bias", "fuse.kv.weight", "fuse.kv.bias")
+    pretrained = judge_condition_grads(ConditionGrads(_params(names), True, False, "n/a"))
+    assert found(pretrained) == [] and pretrained[0].severity == Severity.INFO
+    assert pretrained[0].evidence["whole_path"] and pretrained[0].evidence["constant"] == 0
+    fresh = judge_condition_grads(ConditionGrads(_params(names, constant=names[1:4] + names[5:]), True, False, "n/a"))
+    assert found(fresh) == [("condition.encoder_frozen", "condition.embedding")]
+    assert fresh[0].severity == Severity.ERROR and "never trained" in fresh[0].message
+    only_matrices = [q for q in _params(names) if q.ndim == 2]  # no gain to read: cannot tell
+    unknown = judge_condition_grads(ConditionGrads(only_matrices, True, False, "n/a"))
+    assert [(f.id, f.severity) for f in unknown] == [("condition.encoder_frozen", Severity.WARNING)]
+
+
 def test_grads_cut_at_the_embedding_or_after_it():
     enc = ("enc.emb.weight", "enc.norm.weight", "enc.norm.bias", "enc.out.bias")
     f = judge_condition_grads(ConditionGrads(_params(cut=enc), True, False, "n/a"))

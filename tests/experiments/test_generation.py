@@ -269,3 +269,34 @@ def test_generation_runs_carry_the_decoded_audio_loop() -> None:
     run, _, _ = generate_once(ProtocolView(p), model, p.golden_batch(0), "greedy", {"greedy": True}, 0, 40)
     assert run.error is None and run.audio_loop is not None
     assert set(run.audio_loop) == {"self_similarity", "loop_seconds", "loop_strength"}
+
+
+class OneDroppedCaption(ReferencePipeline):
+    """Batch 1 (zoo member sym-batch1's setting on the reference): the golden batch of seed 0 holds the
+    one example whose caption classifier-free dropout removed, so every word slot is the same (pad)
+    id; seed 1's example keeps its caption."""
+
+    def __init__(self) -> None:
+        super().__init__(RefConfig(batch_size=1))
+
+    def golden_batch(self, seed: int) -> Any:
+        batch = super().golden_batch(seed)
+        return replace(batch, captions=[""] if seed == 0 else batch.captions)
+
+
+def test_a_constant_content_lookup_is_not_a_missing_position() -> None:
+    """A word table looked up with one row because the batch's only caption is empty is content, not a
+    position signal: on another batch it varies (and a table's padding row is never a position)."""
+    ctx = _ctx(OneDroppedCaption())
+    model = ctx.fresh_model()
+    probe = probe_positions(ctx, model)
+    words = [look for look in probe.lookups if look["module"] == "text_encoder.tokens"]
+    assert words and not words[0]["constant"] and words[0]["varies_with_data"]
+    assert judge_training(None, probe) == []
+    pytest.importorskip("miditok")
+    from signalchain.reference.symbolic import SymbolicBedConfig, SymbolicBedPipeline
+
+    sym = _ctx(SymbolicBedPipeline(SymbolicBedConfig(batch_size=1, cond_dropout=1.0)))  # every caption dropped
+    probe = probe_positions(sym, sym.fresh_model())
+    assert [look["constant"] for look in probe.lookups if look["module"] == "word_emb"] == [False]
+    assert judge_training(None, probe) == []

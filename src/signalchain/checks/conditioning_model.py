@@ -176,7 +176,10 @@ def judge_sensitivity(
     told = "; ".join(f"{k}: embedding {100 * emb[k]:.0f}%, logits {v:.2g}" if k in emb else f"{k}: logits {v:.2g}"
                      for k, v in logit.items())
     control = (f"; the same captions set again move them {s.control:.1g}" if math.isfinite(s.control) else "")
-    ev = {"embedding_change": emb, "logits_change": logit, "rows": s.rows, "floor": floor, "control": s.control}
+    ev = {"embedding_change": emb, "logits_change": logit, "rows": s.rows, "floor": floor, "control": s.control,
+          "upcast_from": s.upcast_from}
+    if s.upcast_from:  # measured on the float32 twin of a low-precision run
+        control += f"; the run's {s.upcast_from} ops measured in float32"
     if max(logit.values()) <= floor:
         return [make("condition.unused", "error", "logits",
                      f"replacing the caption changes the condition embedding but not the logits ({told}; relative "
@@ -204,6 +207,46 @@ def _names(params: list[CondParam]) -> str:
     return ", ".join(f"{m} ×{n}" if n > 1 else m for m, n in counts.items())
 
 
+def _frozen_finding(g: ConditionGrads, frozen: list[CondParam]) -> Finding:
+    """Frozen conditioning tensors: an error only with evidence that they were never trained.
+
+    The evidence is their 1-D biases and norm gains: still constant, as initialised (≥ half of
+    them), they never learnt. Frozen tensors whose gains moved look pretrained, and freezing a
+    pretrained path is a recipe (MusicGen's frozen T5; LoRA or head-only fine-tuning, which freeze
+    the whole path, fusion included): `info`. A whole path frozen without a gain to read cannot be
+    told apart: a warning that says so.
+    """
+    gains = [q for q in frozen if q.ndim == 1]
+    untouched = [q for q in gains if q.constant]
+    share = sum(q.numel for q in frozen) / sum(q.numel for q in g.params)
+    whole = len(frozen) == len(g.params)
+    what = f"{len(frozen)} conditioning tensors ({100 * share:.0f}% of its values: {_names(frozen)})"
+    names = [q.name for q in frozen][:30]
+    if gains and len(untouched) >= 0.5 * len(gains):
+        scope = "the whole conditioning path, fusion included, is frozen and " if whole else ""
+        return make("condition.encoder_frozen", "error", "condition.embedding",
+                    f"{what} have requires_grad=False and {scope}{len(untouched)} of its {len(gains)} frozen biases "
+                    "and norm gains are still constant, as initialised: it was never trained", CHECK,
+                    hint="freeze only a pretrained encoder (MusicGen's T5); one trained from scratch must learn: "
+                         "remove the requires_grad_(False) copied from a pretrained recipe",
+                    frozen=names, constant=len(untouched), gains=len(gains), share=share, whole_path=whole)
+    if whole and not gains:
+        return make("condition.encoder_frozen", "warning", "condition.embedding",
+                    f"{what} have requires_grad=False: the whole conditioning path, fusion included, is frozen, and "
+                    "it has no bias or norm gain to tell a pretrained path from one never trained", CHECK,
+                    hint="fine when the path is pretrained (adapter or head-only fine-tuning); if it was initialised "
+                         "for this run, let it train",
+                    frozen=names, constant=0, gains=0, share=share, whole_path=True)
+    scope = ("the whole conditioning path is frozen, fusion included, and looks pretrained: the model keeps the "
+             "caption response it learnt (adapter, LoRA or head-only fine-tuning)" if whole else
+             "they look pretrained")
+    return make("condition.encoder_frozen", "info", "condition.embedding",
+                f"{what} are frozen; {scope} ({len(gains) - len(untouched)} of {len(gains)} biases and norm gains "
+                "moved from their initial values)", CHECK,
+                hint="expected for a frozen pretrained text encoder", frozen=names, constant=len(untouched),
+                gains=len(gains), share=share, whole_path=whole)
+
+
 def judge_condition_grads(g: ConditionGrads, prior: list[Finding] | None = None) -> list[Finding]:
     """Frozen at initialisation, computed without autograd, or cut from the loss. A condition the
     fusion does not use (`condition.unused` in `prior`) gets no gradient as a consequence."""
@@ -212,45 +255,7 @@ def judge_condition_grads(g: ConditionGrads, prior: list[Finding] | None = None)
     out: list[Finding] = []
     frozen = [q for q in g.params if not q.requires_grad]
     if frozen:
-        gains = [q for q in frozen if q.ndim == 1]
-        untouched = [q for q in gains if q.constant]
-        share = sum(q.numel for q in frozen) / sum(q.numel for q in g.params)
-        if len(frozen) == len(g.params) or (gains and len(untouched) >= 0.5 * len(gains)):
-            why = (
-                "the whole conditioning path, fusion included, is frozen"
-                if len(frozen) == len(g.params)
-                else f"{len(untouched)} of its {len(gains)} frozen biases and norm gains are still constant, "
-                "as initialised: "
-                "it was never trained"
-            )
-            out.append(
-                make(
-                    "condition.encoder_frozen",
-                    "error",
-                    "condition.embedding",
-                    f"{len(frozen)} conditioning tensors ({100 * share:.0f}% of its values: {_names(frozen)}) have "
-                    f"requires_grad=False and {why}",
-                    CHECK,
-                    hint="freeze only a pretrained encoder (MusicGen's T5); one trained from scratch must learn: "
-                    "remove the requires_grad_(False) copied from a pretrained recipe",
-                    frozen=[q.name for q in frozen][:30],
-                    constant=len(untouched),
-                    share=share,
-                )
-            )
-        else:
-            out.append(
-                make(
-                    "condition.encoder_frozen",
-                    "info",
-                    "condition.embedding",
-                    f"{len(frozen)} conditioning tensors are frozen and look pretrained (their biases and norm "
-                    "gains are not at initial values)",
-                    CHECK,
-                    hint="expected for a frozen pretrained text encoder",
-                    frozen=[q.name for q in frozen][:30],
-                )
-            )
+        out.append(_frozen_finding(g, frozen))
     if not g.loss_has_graph:
         return out
     cut = [q for q in g.params if q.grad == "none"]

@@ -17,6 +17,7 @@ from .faults_cmd import faults
 from .golden_cmds import capture, compare, inspect
 from .listen_cmd import listen
 from .verify_cmd import verify
+from .zoo_cmd import zoo
 
 __all__ = ["main", "cli"]
 
@@ -66,6 +67,7 @@ cli.add_command(audit)
 cli.add_command(listen)
 cli.add_command(bisect)
 cli.add_command(verify)
+cli.add_command(zoo)
 
 
 def main() -> None:

@@ -22,6 +22,7 @@ from .._tensor import to_numpy
 from ..audio.features import log_mel
 from ..pipeline import Pipeline, as_step_output, capabilities
 from ..probes.collect import collect
+from ..probes.op_recorder import OpRecorder
 from ..records.conditioning import (
     ConditionBatch,
     ConditionData,
@@ -247,7 +248,12 @@ def measure_sensitivity(ctx: Context, steps: int = 0) -> Sensitivity:
     Flamingo-style gated cross-attention, ignores the condition until it has been trained).
 
     Also a control: the true captions set again through `with_captions`, the same seed (what the logits
-    move by when nothing changes: the floor a response must clear), and the logits' dtype precision."""
+    move by when nothing changes: the floor a response must clear), and the logits' dtype precision.
+
+    When the logits are low precision (autocast to bf16 or fp16), their rounding (the floor is 8 eps:
+    0.06 of the logits' spread in bf16) hides the small response of a fresh model's cross-attention.
+    The measurement is then repeated on the same model with every low-precision cast made float32
+    (`OpRecorder(upcast=True)`: the same ops, in full precision), and that one is judged."""
     p = ctx.pipeline
     batch = ctx.batch()
     model = ctx.fresh_model()
@@ -257,7 +263,27 @@ def measure_sensitivity(ctx: Context, steps: int = 0) -> Sensitivity:
             seed_everything(ctx.seed)
             update_step(p, model, optimizer, batch)
     model.eval()
-    base, out = _grab(p, model, batch, ctx.seed, stop=False)
+    low = _sensitivity(p, model, batch, ctx.seed, steps)
+    if low.error is not None or low.eps <= float(np.finfo(np.float32).eps):
+        return low
+    with OpRecorder(upcast=True):
+        full = _sensitivity(p, model, batch, ctx.seed, steps)
+    if full.error is not None:
+        return low
+    full.steps, full.upcast_from = steps, _dtype_name(low.eps)
+    return full
+
+
+def _dtype_name(eps: float) -> str:
+    for dt in (torch.bfloat16, torch.float16):
+        if eps == float(torch.finfo(dt).eps):
+            return str(dt).removeprefix("torch.")
+    return f"eps {eps:.1g}"
+
+
+def _sensitivity(p: Pipeline, model: Any, batch: Any, seed: int, steps: int = 0) -> Sensitivity:
+    """The measurement of `measure_sensitivity` on a prepared model."""
+    base, out = _grab(p, model, batch, seed, stop=False)
     if "caption" not in base:
         return Sensitivity(0, {}, {}, error="the step does not tap `caption`")
     captions = list(base["caption"][0])
@@ -285,7 +311,7 @@ def measure_sensitivity(ctx: Context, steps: int = 0) -> Sensitivity:
     kept = [i for i in range(len(captions)) if not dropped0[i]]
     for name, caps in (("same caption", captions), ("other caption", rolled(captions)),
                        ("null caption", [""] * len(captions))):
-        got, out = _grab(p, model, p.with_captions(batch, caps), ctx.seed, stop=False)
+        got, out = _grab(p, model, p.with_captions(batch, caps), seed, stop=False)
         raw = got["logits"][0] if "logits" in got else to_numpy(out.logits)
         logits = _canonical(raw, len(captions), got)
         if logits is None:

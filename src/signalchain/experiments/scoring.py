@@ -1,7 +1,9 @@
 """Score a fault catalogue: run the doctor on each fault (as a user would, after stating the
-symptom) and on the clean pipeline over several seeds, in parallel processes.
+symptom) and on the clean pipeline over several seeds, in parallel processes. Score a zoo of clean
+pipelines the same way: every member × seed, where any error or warning is a false alarm.
 
-Every run sees the pipeline through `ProtocolView`: no detector can read which fault is injected.
+Every run sees the pipeline through `ProtocolView`: no detector can read which fault is injected,
+nor how a zoo member is configured.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 from ..findings import Severity
 
-__all__ = ["FaultRow", "Score", "score_catalogue", "run_one"]
+__all__ = ["FaultRow", "Score", "score_catalogue", "run_one", "ZooRun", "ZooScore", "score_zoo", "family_of"]
 
 
 @dataclass
@@ -154,3 +156,194 @@ def score_catalogue(spec: str, faults: Sequence[dict[str, Any]], control_seeds: 
                      ("fault", row) for row in timed})
     control.sort(key=lambda c: c["seed"])
     return Score(rows=rows, control_seeds=list(control_seeds), control=control, seconds=time.perf_counter() - t0)
+
+
+# ---- the clean-pipeline zoo -------------------------------------------------------------------
+
+#: A finding's `check` (the name its judge gives) → the doctor family that runs it. Two names are
+#: shared across families and are told apart by the id: "checks.stale" (loader, token_audio: data;
+#: predictions: optimisation) and "checks.symbolic" (the tokens: data; repetition: generation).
+_CHECK_FAMILY = {"checks.audio": "audio", "checks.data": "data", "checks.tokens": "data", "checks.inputs": "data",
+                 "checks.numerics": "numerics", "checks.gradients": "optimisation", "checks.training": "optimisation",
+                 "checks.precision": "precision", "checks.conditioning": "conditioning",
+                 "checks.generation": "generation", "checks.output": "output", "checks.performance": "performance"}
+_ID_FAMILY = {"optim": "optimisation", "grad": "optimisation", "loss": "optimisation", "overfit": "optimisation",
+              "model": "optimisation", "dtype": "optimisation", "codec": "optimisation", "amp": "precision",
+              "nonfinite": "numerics", "perf": "performance", "split": "splits", "condition": "conditioning",
+              "caption": "conditioning", "generation": "generation", "output": "output", "audio": "audio",
+              "tokens": "data", "targets": "data", "mask": "data", "batch": "data", "crop": "data", "loader": "data",
+              "symbolic": "data", "shape": "data"}
+_FAMILIES = ("audio", "data", "numerics", "optimisation", "precision", "conditioning", "generation", "output",
+             "splits", "performance")
+
+
+def family_of(finding: dict[str, Any]) -> str:
+    """The doctor family a finding came from, read off its `check` (the judge's name, or the
+    `family.step` key of a crashed step), else its id."""
+    check, fid = str(finding.get("check") or ""), str(finding.get("id", ""))
+    check = check.removeprefix("doctor.")  # a crashed step: "doctor.<family>.<step>"
+    if check.split(".")[0] in _FAMILIES:
+        return check.split(".")[0]
+    if check.startswith("audit."):
+        return "splits"
+    if check == "checks.stale":
+        return "optimisation" if fid.startswith("loss.") else "data"
+    if check == "checks.symbolic":
+        return "generation" if fid == "symbolic.repetitive" else "data"
+    if fid == "loss.initial":
+        return "data"
+    return _CHECK_FAMILY.get(check) or _ID_FAMILY.get(fid.split(".")[0], "other")
+
+
+@dataclass
+class ZooRun:
+    member: str
+    seed: int
+    findings: list[dict[str, Any]] = field(default_factory=list)  # errors and warnings, whole
+    info_ids: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    error: str | None = None  # the run itself failed (a worker that died): a defect like an error
+
+    @property
+    def errors(self) -> list[dict[str, Any]]:
+        return [f for f in self.findings if f["severity"] == Severity.ERROR.value]
+
+    @property
+    def warnings(self) -> list[dict[str, Any]]:
+        return [f for f in self.findings if f["severity"] == Severity.WARNING.value]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"member": self.member, "seed": self.seed, "findings": self.findings, "info_ids": self.info_ids,
+             "seconds": round(self.seconds, 1)}
+        if self.error:
+            d["error"] = self.error
+        return d
+
+
+@dataclass
+class ZooScore:
+    members: list[dict[str, Any]]
+    seeds: list[int]
+    runs: list[ZooRun]
+    families: list[str]
+    seconds: float = 0.0
+
+    @property
+    def errors(self) -> int:
+        return sum(len(r.errors) for r in self.runs) + sum(1 for r in self.runs if r.error)
+
+    def false_alarms(self) -> dict[str, dict[str, Any]]:
+        """Per finding id: in how many member × seed runs it fired as an error or a warning, and the share."""
+        n = len(self.runs)
+        out: dict[str, dict[str, Any]] = {}
+        for r in self.runs:
+            for sev in ("error", "warning"):
+                for fid in sorted({f["id"] for f in r.findings if f["severity"] == sev}):
+                    row = out.setdefault(fid, {"errors": 0, "warnings": 0, "runs": 0, "members": []})
+                    row["errors" if sev == "error" else "warnings"] += 1
+                    if r.member not in row["members"]:
+                        row["members"].append(r.member)
+            for fid in {f["id"] for f in r.findings}:
+                out[fid]["runs"] += 1
+        for row in out.values():
+            row["of"] = n
+            row["rate"] = round(row["runs"] / n, 4) if n else 0.0
+        return dict(sorted(out.items(), key=lambda kv: (-kv[1]["errors"], -kv[1]["runs"], kv[0])))
+
+    def table(self) -> list[dict[str, Any]]:
+        """Member × family: the error and warning ids over the seeds (with how many seeds each)."""
+        rows = []
+        for m in self.members:
+            runs = [r for r in self.runs if r.member == m["name"]]
+            cells: dict[str, dict[str, dict[str, int]]] = {}
+            for r in runs:
+                for f in r.findings:
+                    cell = cells.setdefault(family_of(f), {"error": {}, "warning": {}})
+                    cell[f["severity"]][f["id"]] = cell[f["severity"]].get(f["id"], 0) + 1
+            rows.append({"member": m["name"], "bed": m.get("bed"), "seeds": len(runs),
+                         "errors": sum(len(r.errors) for r in runs), "warnings": sum(len(r.warnings) for r in runs),
+                         "failed_runs": sum(1 for r in runs if r.error), "families": cells})
+        return rows
+
+    def to_dict(self) -> dict[str, Any]:
+        n = len(self.runs)
+        return {"members": self.members, "seeds": self.seeds, "families": self.families,
+                "runs": [r.to_dict() for r in self.runs], "false_alarms": self.false_alarms(), "table": self.table(),
+                "summary": {"members": len(self.members), "runs": n, "errors": self.errors,
+                            "warnings": sum(len(r.warnings) for r in self.runs),
+                            "runs_with_error": sum(1 for r in self.runs if r.errors or r.error),
+                            "runs_with_warning": sum(1 for r in self.runs if r.warnings),
+                            "failed_runs": sum(1 for r in self.runs if r.error), "seconds": round(self.seconds, 1)}}
+
+
+def _zoo_run(member: str, seed: int, res: dict[str, Any]) -> ZooRun:
+    real = [f for f in res["findings"] if f["severity"] != Severity.INFO.value]
+    info = sorted({f["id"] for f in res["findings"] if f["severity"] == Severity.INFO.value})
+    return ZooRun(member, seed, real, info, res.get("seconds", 0.0), res.get("error"))
+
+
+def score_zoo(members: Sequence[dict[str, Any]], seeds: Sequence[int] = (0, 1, 2), families: Sequence[str] = (),
+              workers: int | None = None, budget: str = "business",
+              progress: Callable[[str], None] | None = None,
+              on_run: Callable[[ZooRun, str], None] | None = None) -> ZooScore:
+    """Run the doctor on every member × seed (each member a pipeline spec, seen through `ProtocolView`).
+
+    `families` empty: every family. The performance family judges wall-clock time, so it never runs
+    beside other work of the zoo: the other families run in `workers` processes, then performance
+    alone, one run at a time, on every member × seed (as `score_catalogue` runs its timing faults).
+    `on_run(run, part)` is called as each run ends (part "families" or "performance"): a long zoo
+    keeps what it measured even if it is stopped.
+    """
+    import time
+
+    t0 = time.perf_counter()
+    chosen = list(families) or list(_FAMILIES)
+    untimed = tuple(f for f in chosen if f != "performance")
+    timed = "performance" in chosen
+    workers = workers or max(1, min(os.cpu_count() or 1, 8))
+    ctx = mp.get_context("spawn")
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+    results: dict[tuple[str, int], ZooRun] = {}
+    total = len(members) * len(seeds) * (int(bool(untimed)) + int(timed))
+    done = 0
+
+    def collect(jobs: dict[Any, tuple[str, int, str]]) -> None:
+        nonlocal done
+        for fut in as_completed(jobs):
+            name, seed, what = jobs[fut]
+            try:
+                res = fut.result()
+            except Exception as exc:  # a worker that died is a result too
+                res = {"findings": [], "seconds": 0.0, "error": f"{type(exc).__name__}: {exc}"}
+            run = _zoo_run(name, seed, res)
+            if on_run:
+                on_run(run, what)
+            prev = results.get((name, seed))
+            if prev is None:
+                results[(name, seed)] = run
+            else:  # the performance pass adds to the run of the other families
+                prev.findings += run.findings
+                prev.info_ids = sorted(set(prev.info_ids) | set(run.info_ids))
+                prev.seconds += run.seconds
+                prev.error = prev.error or run.error
+            done += 1
+            if progress:
+                errs = sorted({f["id"] for f in run.errors})
+                warns = sorted({f["id"] for f in run.warnings})
+                progress(f"[{done}/{total}] {name} seed {seed} ({what}): {len(run.errors)} errors"
+                         f"{' ' + ','.join(errs) if errs else ''}, {len(run.warnings)} warnings"
+                         f"{' ' + ','.join(warns) if warns else ''}{' FAILED ' + run.error if run.error else ''}"
+                         f" · {run.seconds:.0f} s")
+
+    if untimed:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            collect({pool.submit(run_one, m["spec"], None, seed, budget, untimed, None): (m["name"], seed, "families")
+                     for seed in seeds for m in members})
+    if timed:
+        with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+            collect({pool.submit(run_one, m["spec"], None, seed, budget, ("performance",), None):
+                     (m["name"], seed, "performance") for seed in seeds for m in members})
+    runs = [results[(m["name"], s)] for m in members for s in seeds if (m["name"], s) in results]
+    return ZooScore(members=list(members), seeds=list(seeds), runs=runs, families=chosen,
+                    seconds=time.perf_counter() - t0)

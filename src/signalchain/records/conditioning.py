@@ -67,6 +67,9 @@ class Sensitivity:
     # one example predicts (K x T), for what generation can be expected to show.
     tv: dict[str, float] = field(default_factory=dict)
     positions: int = 0
+    # The run's logits are low precision (bf16/fp16): the measurement was repeated with every low-precision
+    # cast turned into float32 (the same ops), since rounding at 8 bf16 eps hides a fresh model's response.
+    upcast_from: str | None = None
 
     @property
     def floor(self) -> float:

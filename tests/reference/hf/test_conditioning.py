@@ -133,3 +133,24 @@ def test_cfg_batch_doubled_in_training_trains_a_null_copy_of_every_example(bed, 
         cond = model(input_ids=ids, attention_mask=m, labels=out.targets).loss
         null = model(input_ids=ids, attention_mask=torch.zeros_like(m), labels=out.targets).loss
     assert float(out.loss) == pytest.approx((float(cond) + float(null)) / 2, rel=1e-4)
+
+
+@pytest.mark.parametrize("fault", [None, "encoder_states_not_passed"])
+def test_bf16_autocast_response_judged_on_the_float32_twin(fault) -> None:
+    """Zoo member hf-bf16: under bf16 autocast a fresh model's response to the caption (≈ 0.003 of the
+    logits' spread) sits under bf16 rounding (8 eps = 0.06), so it is measured on the float32 twin of
+    the same ops: clean, no error; the fusion cut, still `condition.unused`."""
+    from signalchain.checks.conditioning_model import judge_sensitivity
+    from signalchain.experiments.conditioning import measure_sensitivity
+    from signalchain.experiments.context import BUDGETS, Context
+    from signalchain.pipeline import ProtocolView
+    from signalchain.reference.hf import HFBedConfig, HFBedPipeline
+
+    p = HFBedPipeline(HFBedConfig(amp="bf16"), faults=[fault] if fault else [])
+    s = measure_sensitivity(Context(ProtocolView(p), seed=0, budget=BUDGETS["economy"]))
+    assert s.upcast_from == "bfloat16" and s.eps == float(torch.finfo(torch.float32).eps)
+    ids = [(f.id, f.severity.value) for f in judge_sensitivity(s)]
+    if fault is None:
+        assert max(s.logits_change.values()) > s.floor and ids == []
+    else:
+        assert ids == [("condition.unused", "error")]

@@ -168,31 +168,58 @@ def measure_data_variety(ctx: Context, model: torch.nn.Module, batches: list[Any
 def _lookup(call: EmbeddingCall) -> dict[str, Any] | None:
     """One embedding lookup summarised: its table, length, distinct ids, and whether it is constant
     or ascending along the last axis (None for a scalar index, a lookup that never returned, or one
-    that cannot be read: a probe never breaks the step it watches)."""
+    that cannot be read: a probe never breaks the step it watches). A lookup whose one row is the
+    table's `padding_idx` is padding (an empty or dropped caption), not a position: not constant."""
     try:
         idx, output = call.ids, call.output
         if output is None or idx.dim() == 0:
             return None
         flat = idx.reshape(-1, idx.shape[-1])  # [rows, L]: lookups along the last axis
         vecs = output.reshape(-1, idx.shape[-1], output.shape[-1])  # [rows, L, D]
+        first = int(flat.reshape(-1)[0])
+        padding = call.module.padding_idx is not None and first == int(call.module.padding_idx)
         return {"module": call.name, "rows": int(call.module.num_embeddings),
                 "length": int(idx.shape[-1]), "distinct": int(flat[0].unique().numel()),
                 # the same row everywhere, asked for or returned (a clamp inside forward)
-                "constant": bool((flat == flat.reshape(-1)[0]).all()) or bool((vecs == vecs[:, :1]).all()),
+                "constant": not padding and (bool((flat == first).all()) or bool((vecs == vecs[:, :1]).all())),
                 "ascending": bool(idx.shape[-1] > 1 and (flat[:, 1:] > flat[:, :-1]).all())}
     except Exception:
         return None
 
 
-def probe_positions(ctx: Context, model: torch.nn.Module) -> PositionProbe:
-    """Record the indices every embedding table is looked up with during one step on the golden batch."""
+def _lookups(ctx: Context, model: torch.nn.Module, batch: Any) -> tuple[list[dict[str, Any]], str | None]:
     error = None
     with EmbeddingInputs(model, outputs=True).attached_to() as probe:
         try:
             seed_everything(ctx.seed)
             with torch.no_grad():
-                ctx.pipeline.step(model, ctx.batch(), lambda stage, value, /, **meta: value)
+                ctx.pipeline.step(model, batch, lambda stage, value, /, **meta: value)
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
-    lookups = [s for c in probe.calls if (s := _lookup(c)) is not None]
+    return [s for c in probe.calls if (s := _lookup(c)) is not None], error
+
+
+def probe_positions(ctx: Context, model: torch.nn.Module) -> PositionProbe:
+    """Record the indices every embedding table is looked up with during one step on the golden batch.
+
+    A position table's indices do not depend on the data; a content table's do. A table looked up
+    with one row on the golden batch is looked at again on another batch (the next seed's golden
+    batch): one whose lookup varies there read constant content (a batch of one whose caption was
+    dropped: every word slot the null token), not a missing position signal."""
+    lookups, error = _lookups(ctx, model, ctx.batch())
+    if error is None and any(look["constant"] for look in lookups):
+        try:
+            other, err = _lookups(ctx, model, ctx.pipeline.golden_batch(ctx.seed + 1))
+        except Exception:  # a pipeline with one golden batch: judge the one
+            other, err = [], "no other batch"
+        if err is None:
+            again = {}
+            for look in other:
+                again.setdefault(look["module"], []).append(look)
+            seen: dict[str, int] = {}
+            for look in lookups:
+                n = seen[look["module"]] = seen.get(look["module"], -1) + 1
+                twins = again.get(look["module"], [])
+                if look["constant"] and n < len(twins) and not twins[n]["constant"]:
+                    look["constant"], look["varies_with_data"] = False, True
     return PositionProbe(lookups=lookups, error=error)
