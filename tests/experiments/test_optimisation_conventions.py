@@ -171,3 +171,35 @@ def test_an_update_rounded_away_on_one_parameter_is_no_skipped_step() -> None:
     assert u.below_resolution == ["4.weight"]  # that tensor alone, not its group
     assert [n for n, c in u.changed.items() if c > 0]
     assert judge_update(u) == []
+
+
+# ---- classifier-free dropout that drops every caption of the batch --------------------------------
+
+def _all_dropped(rate: float):
+    from signalchain.reference.symbolic import SymbolicBedConfig, SymbolicBedPipeline
+
+    class AllDropped(SymbolicBedPipeline):
+        """Batch 1 whose one caption the dropout drew (p = 0.1: one update in ten does this)."""
+
+        def drop_conditions(self, captions, rng):
+            self.cond_dropout = rate
+            return [""] * len(captions), torch.ones(len(captions), dtype=torch.bool)
+
+    return AllDropped(SymbolicBedConfig(batch_size=1))
+
+
+def test_a_batch_whose_every_caption_was_dropped_explains_the_encoders_zero_gradient() -> None:
+    r = measure_gradients(ctx_of(_all_dropped(0.1)))
+    assert r.condition_dropped == [True] and r.condition_rate == 0.1
+    zero = {q.name for q in r.params if q.requires_grad and q.grad == "zero"}
+    assert zero and zero <= set(r.condition_params)  # the text encoder: its output is not read
+    found = judge_gradients(r)
+    assert loud(found) == []
+    (z,) = by_id(found, "grad.zero")
+    assert z.severity.value == "info"
+    assert "dropped all 1 of its captions" in z.message and "one update in 10" in z.message
+
+
+def test_a_dropout_rate_of_one_does_not_explain_it() -> None:
+    found = judge_gradients(measure_gradients(ctx_of(_all_dropped(1.0))))
+    assert {fid for fid, _ in loud(found)} == {"grad.zero"}

@@ -68,6 +68,9 @@ class GradientMeasurement:
     # all-zero tensors nearest to it in the module tree.
     zero_partners: dict[str, list[str]] = field(default_factory=dict)
     loss_scale: float | None = None  # the GradScaler scale the measuring backward was scaled by
+    condition_dropped: list[bool] | None = None  # per example: its condition dropped (`condition.dropped` tap)
+    condition_rate: float | None = None  # the dropout rate the step declared with it (`rate=`)
+    condition_params: list[str] = field(default_factory=list)  # the pipeline's `condition_parameters`, by name
 
 
 @dataclass

@@ -192,11 +192,50 @@ def _zero_by_init(s: GradientStep, zero: list[ParamGrad]) -> tuple[list[ParamGra
     return [q for q in zero if id(q) not in keep], [info]
 
 
+def _zero_by_dropout(s: GradientStep, zero: list[ParamGrad]) -> tuple[list[ParamGrad], list[Finding]]:
+    """Zero gradients on the condition path of a batch whose every condition was dropped (classifier-
+    free guidance): the encoder's output is not read on this batch, by design. The condition path is
+    what the pipeline names (`condition_parameters`) and the modules that ran between the caption
+    and the `condition.embedding` taps. Returns (the rest, an info)."""
+    r = s.r
+    dropped = r.condition_dropped
+    if not dropped or not all(dropped) or (r.condition_rate is not None and r.condition_rate >= 1):
+        return zero, []
+    order = r.stage_order
+    lo = min((order[k] for k in ("caption", "condition.dropped", "condition.tokens") if k in order), default=None)
+    hi = order.get("condition.embedding")
+    named = set(r.condition_params)
+
+    def on_path(q: ParamGrad) -> bool:
+        return q.name in named or (lo is not None and hi is not None and q.used and lo <= q.first_forward
+                                   and 0 <= q.last_forward < hi)
+
+    explained = [q for q in zero if on_path(q)]
+    if not explained:
+        return zero, []
+    n, rate = len(dropped), r.condition_rate
+    odds = (f" (at rate {rate:g} with a batch of {n}, about one update in {1 / rate ** n:,.0f})"
+            if rate is not None and 0 < rate < 1 else "")
+    share = sum(q.numel for q in explained) / max(sum(q.numel for q in s.trainable), 1)
+    info = make("grad.zero", "info", "grad",
+                f"{len(explained)} parameters ({100 * share:.1f}% of trainable values) of the condition path "
+                f"({', '.join(modules_of(explained))}) get an exactly zero gradient on this batch because condition "
+                f"dropout dropped all {n} of its captions{odds}: the encoder's output is not read, by design "
+                "(classifier-free guidance)", CHECK,
+                hint="nothing to do: batches that keep a caption reach these parameters; the conditioning family "
+                     "judges the dropout rate over several batches",
+                parameters=[q.name for q in explained][:20], dropped=n, rate=rate, share=share)
+    keep = {id(q) for q in explained}
+    return [q for q in zero if id(q) not in keep], [info]
+
+
 def _exactly_zero(s: GradientStep) -> list[Finding]:
     zero = [q for q in s.trainable if q.grad == "zero"]
     if not zero or s.empty_mask:
         return []
     zero, out = _zero_by_init(s, zero)
+    zero, more = _zero_by_dropout(s, zero)
+    out += more
     if not zero:
         return out
     share = sum(q.numel for q in zero) / max(sum(q.numel for q in s.trainable), 1)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from ...pipeline import as_step_output
@@ -154,11 +155,12 @@ def measure_gradients(ctx: Context) -> GradientMeasurement:
             if t.grad_fn is not None and (ptr := _storage(t)) is not None:
                 produced[ptr] = t.grad_fn
 
+    seen: dict[str, Any] = {}
     model.train()
     seed_everything(ctx.seed)
     with ModuleCalls(model, on_call=hook).attached_to(), watch.attached():
         with record(values=False) as trace, watch:
-            out = as_step_output(p.step(model, ctx.batch(), watch.tap_wrapper(tap)))
+            out = as_step_output(p.step(model, ctx.batch(), _dropped_grabber(watch.tap_wrapper(tap), seen)))
     loss = out.loss
     is_tensor = isinstance(loss, torch.Tensor)
     requires = bool(is_tensor and loss.requires_grad and loss.grad_fn is not None)
@@ -199,4 +201,32 @@ def measure_gradients(ctx: Context) -> GradientMeasurement:
     return GradientMeasurement(loss_is_tensor=is_tensor, loss_requires_grad=requires, loss_depends_on_logits=depends,
                                params=params, breaks=watch.breaks, stage_requires_grad=stage_grad,
                                stages=trace.names(), stage_order=watch.stage_order, depends_via=via,
-                               zero_partners=partners, loss_scale=scale)
+                               zero_partners=partners, loss_scale=scale, condition_dropped=seen.get("dropped"),
+                               condition_rate=seen.get("rate"), condition_params=_condition_names(p, model))
+
+
+def _dropped_grabber(inner: Any, seen: dict[str, Any]) -> Any:
+    """`inner`, keeping which examples' conditions the step dropped (classifier-free guidance)."""
+
+    def grab(stage: str, value: Any, /, **meta: Any) -> Any:
+        if stage == "condition.dropped":
+            try:
+                seen["dropped"] = [bool(x) for x in np.asarray(value, dtype=bool).reshape(-1)]
+                seen["rate"] = float(meta["rate"]) if isinstance(meta.get("rate"), (int, float)) else None
+            except Exception:  # a value of another shape or kind: no evidence
+                pass
+        return inner(stage, value, **meta)
+
+    return grab
+
+
+def _condition_names(p: Any, model: torch.nn.Module) -> list[str]:
+    """The parameters the pipeline names as its condition path (`condition_parameters`), if it does."""
+    fn = getattr(p, "condition_parameters", None)
+    if fn is None:
+        return []
+    try:
+        ids = {id(q) for q in fn(model)}
+    except Exception:  # an optional capability that fails says nothing here
+        return []
+    return [n for n, q in model.named_parameters() if id(q) in ids]
