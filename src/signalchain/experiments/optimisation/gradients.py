@@ -110,7 +110,7 @@ def _zero_partners(ctx: Context, model: torch.nn.Module, zero: list[str], scale:
     with torch.no_grad():
         for n in zeros:
             q = named[n]
-            q.copy_((torch.randn(q.shape, generator=gen) * 1e-2).to(q.dtype))
+            q.copy_((torch.randn(q.shape, generator=gen) * 1e-2).to(q.device, q.dtype))
     for q in named.values():
         q.grad = None
     seed_everything(ctx.seed)
