@@ -95,3 +95,15 @@ def test_what_merely_suggests_a_small_rate_is_info_with_the_caveat(kind: str) ->
 
 def test_a_healthy_rate_gets_nothing() -> None:
     assert judge_rates(update(group(0.0)), curve([[1e-3]] * 6)) == []
+
+
+def test_a_relative_step_is_judged_at_the_rate_it_computes_never_at_zero() -> None:
+    """transformers' Adafactor with relative_step: lr None in every group and at every step. Its
+    rounding is read off the steps it made (`lost_step`), never off a rate of 0."""
+    own = group(configured=None, lrs=(None, None, None), edge=1.0)  # the grid would say 100% lost below 1
+    assert judge_rates(update(own), curve([[None]] * 60)) == []
+    own.lost_step = 0.2
+    (f,) = judge_rates(update(own), curve([[None]] * 60))
+    assert f.severity.value == "info" and "20% of the update at the rate the optimizer computes itself" in f.message
+    assert f.message.startswith("the learning rate the optimizer computes itself") and "fixed rate" in f.hint
+    assert f.evidence["groups"][0]["rate"] is None

@@ -35,6 +35,9 @@ GRID_VALUES = 1 << 14
 #: At most this many values (whole tensors, spread over the group) are measured per group.
 VALUE_BUDGET = 1 << 21
 MAX_TENSORS = 48
+#: Besides them, every tensor of at most this many values is measured (at most SMALL_TENSORS of them).
+SMALL_TENSOR = 1 << 13
+SMALL_TENSORS = 1024
 #: A tensor whose update at its step's rate loses at least this share to rounding did not move
 #: because of its rate.
 UNRESOLVED = 0.99
@@ -55,7 +58,9 @@ def group_lrs(optimizer: torch.optim.Optimizer) -> list[float | None]:
 
 
 def _sample(params: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Whole tensors spread evenly over the group, up to the value budget."""
+    """Whole tensors spread evenly over the group, up to the value budget; and every small tensor
+    (norm gains, biases: where an update rounds away first, and cheap to measure), so that a tensor
+    left bit-identical by its rate is told from a skipped step in a large model too."""
     train = [p for p in params if p.requires_grad]
     if sum(p.numel() for p in train) <= VALUE_BUDGET:
         return train
@@ -66,6 +71,8 @@ def _sample(params: list[torch.Tensor]) -> list[torch.Tensor]:
         if n <= VALUE_BUDGET - total or not out:
             out.append(train[i])
             total += n
+    taken = {id(p) for p in out}
+    out += [p for p in train if p.numel() <= SMALL_TENSOR and id(p) not in taken][:SMALL_TENSORS]
     return out
 
 

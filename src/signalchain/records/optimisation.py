@@ -33,6 +33,8 @@ class ParamGrad:
     last_forward: int = -1  # event counter when its module last finished a forward
     first_forward: int = -1  # event counter when its module first finished a forward
     grad_enabled: bool | None = None  # any forward of its module ran with grad enabled (None: never ran)
+    shape: tuple[int, ...] = ()
+    all_zero: bool = False  # every value of the tensor is exactly 0 (a zero-initialised factor)
 
 
 @dataclass
@@ -60,6 +62,15 @@ class GradientMeasurement:
     # "graph" (the gradient reached the op that produced them, through views the loss shares),
     # "detached" (the returned logits are a detached copy; found through a module output), or None.
     depends_via: str | None = None
+    # Parameters whose gradient was exactly zero but became non-zero when the all-zero trainable
+    # tensors were set to small random values (one more backward): the zero is the zero
+    # initialisation of a product's other factor (A·B with B = 0 gives dL/dA = 0). Name -> the
+    # all-zero tensors nearest to it in the module tree.
+    zero_partners: dict[str, list[str]] = field(default_factory=dict)
+    loss_scale: float | None = None  # the GradScaler scale the measuring backward was scaled by
+    condition_dropped: list[bool] | None = None  # per example: its condition dropped (`condition.dropped` tap)
+    condition_rate: float | None = None  # the dropout rate the step declared with it (`rate=`)
+    condition_params: list[str] = field(default_factory=list)  # the pipeline's `condition_parameters`, by name
 
 
 @dataclass
@@ -94,8 +105,8 @@ class UpdateMeasurement:
     steps: int
     changed: dict[str, float]  # parameter -> relative change |Δθ| / |θ| after `steps` updates
     had_grad: dict[str, bool]
-    configured_lr: list[float]
-    effective_lr: list[float]
+    configured_lr: list[float | None]  # None: the optimizer computes the group's rate itself (a relative step)
+    effective_lr: list[float | None]
     scaler_scales: list[float] = field(default_factory=list)
     layer_ratio: dict[str, float] = field(default_factory=dict)
     at_step: list[dict[str, int]] = field(default_factory=list)  # per optimizer.step(): params with a gradient

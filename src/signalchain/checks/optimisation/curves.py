@@ -12,9 +12,11 @@ import numpy as np
 from ...findings import Finding, Severity
 from ...records.optimisation import CurveMeasurement, SweepMeasurement
 from ..base import make
+from .sweep import judge_sweep, sweep_summary
 
 __all__ = ["judge_overfit", "judge_flat_loss", "judge_curve_stability", "judge_sweep", "CONNECTIONS", "RATE_IDS",
-           "sweep_summary", "needs_refit", "overfit_target", "memorised", "FLAT_SHARE", "CAVEAT"]
+           "sweep_summary", "needs_refit", "overfit_target", "memorised", "FLAT_SHARE", "CAVEAT",
+           "curve_shape", "PLATEAU"]
 
 CHECK = "checks.training"
 CAVEAT = ("a short run on one batch cannot show that a rate is too small for a long run: over a few steps "
@@ -45,6 +47,11 @@ CONNECTIONS: dict[str, tuple[str, ...]] = {
         "optim.lr_too_small",  # an error only where no update can happen: a zero rate, updates lost to rounding
     ),
 }
+#: A loss has fallen over a third of a run when it dropped by at least this share of its start.
+FELL = 0.02
+#: A curve has stopped falling (a plateau) when its last third falls by less than this share of what
+#: its first third fell: capacity needs a plateau, not slow progress.
+PLATEAU = 0.15
 #: A rate that merely differs from the sweep's best is not a broken connection: the overfit is re-run
 #: at other rates instead, and memorising at any of them answers the test's question.
 RATE_IDS = ("optim.lr_too_small", "optim.lr_too_large")
@@ -197,30 +204,81 @@ def judge_overfit(
     tried = ", ".join(f"{lr:.3g} ({min(ls[-5:]):.3f})" if ls and all(math.isfinite(x) for x in ls[-5:])
                       else f"{lr:.3g} (non-finite)" for lr, ls in refits)
     rate_note = f"; re-fit at {tried} it does not memorise either" if refits else ""
+    runs = [("the configured settings", None, c.losses)] + [(f"lr {lr:.3g}", lr, ls) for lr, ls in refits]
+    shapes = [(name, lr, ls, curve_shape(ls)) for name, lr, ls in runs]
+    evidence["shapes"] = [{"run": name, "lr": lr, "shape": sh[0], "first_third_drop": sh[1],
+                           "last_third_drop": sh[2]} for name, lr, _, sh in shapes]
+    plateau = [z for z in shapes if z[3][0] == "plateau"]
+    falling = [z for z in shapes if z[3][0] == "falling"]
+    if not plateau and falling:
+        return [_unfinished(c, falling, target, drop, rate_note, evidence)]
+    where = ""
+    stop = end
+    if plateau:
+        name, _, ls, (_, first, last) = min(plateau, key=lambda z: min(z[2]))
+        stop = min(ls)
+        where = (f" at {name} the loss stopped falling at {stop:.3f} (its last third fell by {last:.3f} nats against "
+                 f"{first:.3f} in its first)")
     return [
         make(
             "overfit.failed",
             "error",
             "model",
             f"one fixed batch does not overfit in {c.steps} steps (loss {drop}, needed ≤ {target:.3f}) although "
-            f"targets, loss, gradients and updates are all connected{rate_note}",
+            f"targets, loss, gradients and updates are all connected{rate_note}"
+            + (f";{where}" if plateau else "; at no rate tried does the loss fall"),
             CHECK,
             hint="the model cannot represent even this tiny task: check its width/depth and that its context "
-            "and condition reach the output",
+            "and condition reach the output" if plateau else
+            "nothing found disconnects the path, yet no update lowers the loss: run one update by hand and compare "
+            "the loss before and after",
             **evidence,
         ),
+    ] + ([
         make(
             "model.capacity",
             "warning",
             "model",
-            f"with every connection intact the loss stops at {end:.3f} (unigram entropy {floor:.3f} nats)"
+            f"with every connection intact,{where} (unigram entropy {floor:.3f} nats)"
             if floor is not None
-            else f"with every connection intact the loss stops at {end:.3f}",
+            else f"with every connection intact,{where}",
             CHECK,
             hint="increase capacity (dim, layers) or shorten the sequences, then overfit again",
-            **evidence,
+            plateau=stop, **evidence,
         ),
-    ]
+    ] if plateau else [])
+
+
+def _unfinished(c: CurveMeasurement, falling: list, target: float, drop: str, rate_note: str,
+                evidence: dict) -> Finding:
+    """No rate memorised, but the loss is still falling at some: connected, and too few steps to tell."""
+    name, _, ls, (_, first, last) = min(falling, key=lambda z: min(z[2]))
+    floor = c.unigram_entropy
+    trained = (f"; its first loss {c.losses[0]:.3f} is already below the targets' unigram entropy {floor:.3f}: "
+               "the model starts trained" if floor is not None and c.losses[0] < floor else "")
+    return make("overfit.unfinished", "info", "model",
+                f"one fixed batch does not memorise in {c.steps} steps at any rate tried (the configured settings: "
+                f"loss {drop}, needed ≤ {target:.3f}{rate_note}), but its loss is still falling: at {name} it goes "
+                f"from {ls[0]:.3f} to {min(ls[-5:]):.3f}, its last third falling by {last:.3f} nats against "
+                f"{first:.3f} in its first (no plateau){trained}. The loss answers every update, so targets, loss, "
+                f"gradients and updates are connected; {c.steps} steps are too few to tell whether the model could "
+                "memorise it, so no capacity verdict", CHECK,
+                hint="nothing is disconnected; a trained start or a few adapters move one batch's loss slowly: for a "
+                     "longer overfit run, use `--budget full`", **evidence)
+
+
+def curve_shape(losses: Sequence[float]) -> tuple[str, float, float]:
+    """("plateau" | "falling" | "flat", drop over the first third, drop over the last third) of the
+    best-so-far loss (a spike is no progress). A plateau fell first, then stopped falling."""
+    if len(losses) < 7 or not all(math.isfinite(x) for x in losses):
+        return "flat", 0.0, 0.0
+    best = np.minimum.accumulate(np.asarray(losses, dtype=float))
+    third = (len(best) - 1) // 3
+    first, last = float(best[0] - best[third]), float(best[2 * third] - best[-1])
+    fell = FELL * abs(float(best[0]))
+    if first < fell:
+        return ("falling" if last >= fell else "flat"), first, last
+    return ("plateau" if last < PLATEAU * first else "falling"), first, last
 
 
 def _rate_to_blame(c: CurveMeasurement, sweep: SweepMeasurement | None) -> str | None:
@@ -278,60 +336,6 @@ def judge_curve_stability(c: CurveMeasurement, sweep: SweepMeasurement | None = 
                     norms=norms.tolist(),
                 )
             )
-    return out
-
-
-def sweep_summary(s: SweepMeasurement) -> dict[str, float | None]:
-    finals = [min(ls[-2:]) if ls and all(math.isfinite(x) for x in ls) else math.inf for ls in s.losses]
-    ok = [i for i, f in enumerate(finals) if math.isfinite(f) and f < s.initial + 0.5]
-    best = min(ok, key=lambda i: finals[i]) if ok else None
-    diverge = next((s.lrs[i] for i in range(len(s.lrs)) if (best is None or i > best) and i not in ok), None)
-    conf = s.lrs.index(s.configured) if s.configured in s.lrs else None
-    return {
-        "best_lr": s.lrs[best] if best is not None else None,
-        "best_loss": finals[best] if best is not None else None,
-        "diverge_lr": diverge,
-        "configured_loss": finals[conf] if conf is not None else None,
-        "initial": s.initial,
-    }
-
-
-def judge_sweep(s: SweepMeasurement) -> list[Finding]:
-    """Place the configured learning rate against the divergent ones (`optim.lr_too_large`). A short
-    sweep favours larger rates, so a configured rate below its best is no finding here: what the
-    configured rate does at the user's horizon is `rates.judge_rates`'s to judge."""
-    summ = sweep_summary(s)
-    best, diverge, conf = summ["best_lr"], summ["diverge_lr"], s.configured
-    out: list[Finding] = []
-    ev = {"lrs": s.lrs, "losses": s.losses, **summ, "configured_lr": conf}
-    if best is None:
-        return [make("optim.lr_too_large", "warning", "optimizer",
-                     "no learning rate in the sweep lowered the loss: every one stalled or diverged", CHECK,
-                     hint="the optimisation path may be broken; see the gradient findings", **ev)]
-    gain_best = s.initial - float(summ["best_loss"] or s.initial)
-    gain_conf = (
-        s.initial - float(summ["configured_loss"])
-        if summ["configured_loss"] is not None and math.isfinite(summ["configured_loss"])
-        else -math.inf
-    )
-    if diverge is not None and conf >= diverge:
-        out.append(make("optim.lr_too_large", "error", "optimizer",
-                        f"the configured learning rate {conf:.3g} is at or above the rate where the loss diverges "
-                        f"({diverge:.3g}); the best in the sweep is {best:.3g}", CHECK,
-                        hint=f"use about {best:.2g} (or up to {best * 3:.2g} with warm-up)", **ev))
-    elif conf > 10 * best and gain_conf < 0.5 * gain_best:
-        out.append(
-            make(
-                "optim.lr_too_large",
-                "warning",
-                "optimizer",
-                f"the configured learning rate {conf:.3g} is {conf / best:.0f}× the best in the sweep ({best:.3g}) "
-                f"and gains {gain_conf:.3f} nats against {gain_best:.3f}",
-                CHECK,
-                hint=f"try {best:.2g}",
-                **ev,
-            )
-        )
     return out
 
 

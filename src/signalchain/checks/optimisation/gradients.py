@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 
 from ...findings import Finding
 from ...records.optimisation import GradientMeasurement, GraphBreak, ParamGrad, UpdateMeasurement
 from ..base import Rule, make
+from .frozen import codec_parameters, codec_trained, frozen_findings, modules_of
 
 __all__ = ["judge_gradients", "judge_update", "GRADIENT_RULES", "GradientStep", "codec_parameters"]
 
 CHECK = "checks.gradients"
-#: Above this share of the model (the codec and parameters that never run not counted) frozen is a
-#: warning: a judgement about intent (most of a model frozen is rarely meant), not a measurement.
-FROZEN_SHARE = 0.5
-
-
-def _modules(params: list[ParamGrad], limit: int = 6) -> list[str]:
-    """The modules these parameters belong to, largest first."""
-    size: dict[str, int] = defaultdict(int)
-    for q in params:
-        size[q.module or "<root>"] += q.numel
-    return [m for m, _ in sorted(size.items(), key=lambda kv: -kv[1])][:limit]
 
 
 def _break_finding(brk: GraphBreak, lost: list[ParamGrad], fallback_stage: str) -> Finding:
@@ -37,110 +26,10 @@ def _break_finding(brk: GraphBreak, lost: list[ParamGrad], fallback_stage: str) 
     }[brk.kind]
     return make(fid, "error", brk.stage or "grad",
                 f"the gradient path is cut at {brk.location}: {what}; {len(lost)} parameters ({n:,} values) in "
-                f"{', '.join(_modules(lost))} get no gradient", CHECK,
+                f"{', '.join(modules_of(lost))} get no gradient", CHECK,
                 hint=f"remove the {brk.kind} at {brk.location} (keep the tensor in the graph, or compute the "
                      "non-differentiable part from a detached copy only where it is not trained)",
                 op=brk.op, kind=brk.kind, location=brk.location, parameters=[q.name for q in lost][:20], values=n)
-
-
-def _root(modules: list[str]) -> str:
-    """The innermost module that contains all of these (dotted names); "" for the model itself."""
-    parts = [m.split(".") for m in modules if m]
-    if not parts:
-        return ""
-    common = []
-    for level in zip(*parts):
-        if len(set(level)) != 1:
-            break
-        common.append(level[0])
-    return ".".join(common)
-
-
-def _under(q: ParamGrad, module: str) -> bool:
-    return q.module == module or q.module.startswith(module + ".")
-
-
-def codec_parameters(r: GradientMeasurement) -> tuple[list[ParamGrad], list[ParamGrad]]:
-    """(the frozen codec's parameters, other frozen parameters never used in the step), by observation.
-
-    The codec is what turns audio into tokens: frozen parameters whose modules ran in the step, and
-    only before the `tokens` tap. Its module is the innermost one holding all of them, widened while
-    the enclosing module (below the model itself) holds only frozen parameters none of which ran
-    after that tap: a decoder half that only runs at generation belongs to the codec too. No name
-    is read.
-    """
-    tokens = r.stage_order.get("tokens")
-    frozen = [q for q in r.params if not q.requires_grad]
-    if tokens is None:
-        return [], [q for q in frozen if not q.used]
-    codec = [q for q in frozen if q.used and 0 <= q.last_forward < tokens]
-    root = _root([q.module for q in codec])
-    while codec and "." in root:
-        parent = root.rsplit(".", 1)[0]
-        inside = [q for q in r.params if _under(q, parent)]
-        if any(q.requires_grad or (q.used and q.last_forward >= tokens) for q in inside):
-            break
-        root = parent
-    if codec and root:
-        taken = {id(q) for q in codec}
-        codec += [q for q in frozen if not q.used and _under(q, root) and id(q) not in taken]
-    taken = {id(q) for q in codec}
-    return codec, [q for q in frozen if not q.used and id(q) not in taken]
-
-
-def _codec_trained(r: GradientMeasurement) -> list[Finding]:
-    """Trainable parameters that run only while the audio becomes tokens (before the `tokens` tap)
-    and get no gradient from the loss: a codec left trainable. In an optimizer, weight decay or
-    momentum still moves them, so the tokens (the targets) drift under the model."""
-    tokens = r.stage_order.get("tokens")
-    if tokens is None:
-        return []
-    codec = [q for q in r.params if q.requires_grad and q.used and 0 <= q.last_forward < tokens and q.grad != "ok"]
-    if not codec:
-        return []
-    stepped = [q for q in codec if q.in_optimizer]
-    n = sum(q.numel for q in codec)
-    return [make("codec.trained", "error" if stepped else "warning", "model",
-                 f"{len(codec)} trainable parameters ({n:,} values in {', '.join(_modules(codec, 3))}) run only while "
-                 f"the audio becomes tokens and get no gradient from the loss"
-                 + (f"; {len(stepped)} of them are in the optimizer, so weight decay and momentum move them and the "
-                    "targets drift" if stepped else ""), CHECK,
-                 hint="freeze the codec (model.freeze_audio_encoder(), requires_grad_(False)) and keep it out of the "
-                      "optimizer: it only makes the labels", parameters=[q.name for q in codec][:20],
-                 in_optimizer=len(stepped))]
-
-
-def _frozen(r: GradientMeasurement, frozen: list[ParamGrad]) -> list[Finding]:
-    """The codec frozen is the normal case (info); the share of the rest that is frozen is judged."""
-    if not frozen:
-        return []
-    codec, idle = codec_parameters(r)
-    out: list[Finding] = []
-    if codec:
-        n = sum(q.numel for q in codec)
-        out.append(make("optim.param_frozen", "info", "model",
-                        f"the codec ({len(codec)} tensors, {n:,} values in {', '.join(_modules(codec, 3))}) is frozen, "
-                        "as usual: its parameters run only while the audio becomes tokens (before the `tokens` tap)"
-                        + (f"; {sum(q.numel for q in idle):,} other frozen values ({', '.join(_modules(idle, 2))}…) "
-                           "never run in the step" if idle else ""),
-                        CHECK, hint="nothing to do: the codec only makes the targets", role="codec", values=n,
-                        modules=_modules(codec, 20)))
-    skip = {id(q) for q in codec} | {id(q) for q in idle}
-    rest = [q for q in r.params if id(q) not in skip]
-    rest_frozen = [q for q in rest if not q.requires_grad]
-    if not rest_frozen:
-        return out
-    share = sum(q.numel for q in rest_frozen) / (sum(q.numel for q in rest) or 1)
-    sev = "warning" if share > FROZEN_SHARE else "info"
-    note = (f"; the codec and {sum(q.numel for q in idle):,} frozen values that never run in the step are not counted"
-            if codec or idle else "")
-    out.append(make("optim.param_frozen", sev, "model",
-                    f"{100 * share:.0f}% of the model's parameter values are frozen ({len(rest_frozen)} tensors in "
-                    f"{', '.join(_modules(rest_frozen))}){note}", CHECK,
-                    hint="intended for a frozen text encoder; otherwise remove the requires_grad_(False)",
-                    share=share, modules=_modules(rest_frozen, 20), codec_values=sum(q.numel for q in codec),
-                    idle_values=sum(q.numel for q in idle)))
-    return out
 
 
 @dataclass(frozen=True)
@@ -169,11 +58,11 @@ def _all_frozen(s: GradientStep) -> list[Finding]:
 
 
 def _frozen_share(s: GradientStep) -> list[Finding]:
-    return _frozen(s.r, s.frozen)
+    return frozen_findings(s.r, s.frozen)
 
 
 def _codec_left_trainable(s: GradientStep) -> list[Finding]:
-    return _codec_trained(s.r)
+    return codec_trained(s.r)
 
 
 def _not_in_optimizer(s: GradientStep) -> list[Finding]:
@@ -182,7 +71,7 @@ def _not_in_optimizer(s: GradientStep) -> list[Finding]:
         return []
     return [make("optim.param_not_in_optimizer", "error", "optimizer",
                  f"{len(missing_opt)} trainable parameters ({sum(q.numel for q in missing_opt):,} values) in "
-                 f"{', '.join(_modules(missing_opt))} are in no optimizer group", CHECK,
+                 f"{', '.join(modules_of(missing_opt))} are in no optimizer group", CHECK,
                  hint="build the optimizer from model.parameters() after the model is final (moved, replaced, "
                       "wrapped); check every parameter group", parameters=[q.name for q in missing_opt][:20])]
 
@@ -258,7 +147,7 @@ def _used_without_gradient(s: GradientStep) -> list[Finding]:
     if after:
         return [_break_finding(after[0], cut, "grad")]
     return [make("grad.missing", "error", "grad",
-                 f"{len(cut)} parameters in {', '.join(_modules(cut))} run in the forward pass but receive "
+                 f"{len(cut)} parameters in {', '.join(modules_of(cut))} run in the forward pass but receive "
                  "no gradient", CHECK, hint="their output does not reach the loss; follow it forward",
                  parameters=[q.name for q in cut][:20])]
 
@@ -268,18 +157,90 @@ def _never_used(s: GradientStep) -> list[Finding]:
     if not unused:
         return []
     return [make("grad.missing", "warning", "grad",
-                 f"{len(unused)} trainable parameters in {', '.join(_modules(unused))} are never used in the "
+                 f"{len(unused)} trainable parameters in {', '.join(modules_of(unused))} are never used in the "
                  "forward pass", CHECK, hint="dead modules: remove them, or wire them in if they should work",
                  parameters=[q.name for q in unused][:20])]
+
+
+def _zero_by_init(s: GradientStep, zero: list[ParamGrad]) -> tuple[list[ParamGrad], list[Finding]]:
+    """Zero gradients that the zero initialisation of a product's other factor explains: with that
+    factor non-zero they get gradients (measured), and the factor itself gets a gradient and is in
+    the optimizer, so the first update moves it off zero. Returns (the rest, an info)."""
+    by_name = {q.name: q for q in s.r.params}
+
+    def moves(n: str) -> bool:
+        q = by_name.get(n)
+        return q is not None and q.requires_grad and q.in_optimizer and q.grad == "ok"
+
+    explained = [q for q in zero if s.r.zero_partners.get(q.name) and all(moves(n) for n in s.r.zero_partners[q.name])]
+    if not explained:
+        return zero, []
+    partners = sorted({n for q in explained for n in s.r.zero_partners[q.name]})
+    share = sum(q.numel for q in explained) / max(sum(q.numel for q in s.trainable), 1)
+    first = explained[0]
+    info = make("grad.zero", "info", "grad",
+                f"{len(explained)} parameters ({100 * share:.1f}% of trainable values) in "
+                f"{', '.join(modules_of(explained))} get an exactly zero gradient at the first step because a factor "
+                f"they multiply is all zero (e.g. {first.name} beside {s.r.zero_partners[first.name][0]}): with the "
+                f"{len(partners)} all-zero tensors set to small random values they get gradients, and those tensors "
+                "get gradients themselves, so the first update moves them off zero. A zero-initialised factor of a "
+                "product (y = B·A·x with B = 0 gives dL/dA = 0), as LoRA initialises B", CHECK,
+                hint="nothing to do: it is the first step of a zero-initialised product; the gradients arrive from "
+                     "the second update on",
+                parameters=[q.name for q in explained][:20], partners=partners[:20], share=share)
+    keep = {id(q) for q in explained}
+    return [q for q in zero if id(q) not in keep], [info]
+
+
+def _zero_by_dropout(s: GradientStep, zero: list[ParamGrad]) -> tuple[list[ParamGrad], list[Finding]]:
+    """Zero gradients on the condition path of a batch whose every condition was dropped (classifier-
+    free guidance): the encoder's output is not read on this batch, by design. The condition path is
+    what the pipeline names (`condition_parameters`) and the modules that ran between the caption
+    and the `condition.embedding` taps. Returns (the rest, an info)."""
+    r = s.r
+    dropped = r.condition_dropped
+    if not dropped or not all(dropped) or (r.condition_rate is not None and r.condition_rate >= 1):
+        return zero, []
+    order = r.stage_order
+    lo = min((order[k] for k in ("caption", "condition.dropped", "condition.tokens") if k in order), default=None)
+    hi = order.get("condition.embedding")
+    named = set(r.condition_params)
+
+    def on_path(q: ParamGrad) -> bool:
+        return q.name in named or (lo is not None and hi is not None and q.used and lo <= q.first_forward
+                                   and 0 <= q.last_forward < hi)
+
+    explained = [q for q in zero if on_path(q)]
+    if not explained:
+        return zero, []
+    n, rate = len(dropped), r.condition_rate
+    odds = (f" (at rate {rate:g} with a batch of {n}, about one update in {1 / rate ** n:,.0f})"
+            if rate is not None and 0 < rate < 1 else "")
+    share = sum(q.numel for q in explained) / max(sum(q.numel for q in s.trainable), 1)
+    info = make("grad.zero", "info", "grad",
+                f"{len(explained)} parameters ({100 * share:.1f}% of trainable values) of the condition path "
+                f"({', '.join(modules_of(explained))}) get an exactly zero gradient on this batch because condition "
+                f"dropout dropped all {n} of its captions{odds}: the encoder's output is not read, by design "
+                "(classifier-free guidance)", CHECK,
+                hint="nothing to do: batches that keep a caption reach these parameters; the conditioning family "
+                     "judges the dropout rate over several batches",
+                parameters=[q.name for q in explained][:20], dropped=n, rate=rate, share=share)
+    keep = {id(q) for q in explained}
+    return [q for q in zero if id(q) not in keep], [info]
 
 
 def _exactly_zero(s: GradientStep) -> list[Finding]:
     zero = [q for q in s.trainable if q.grad == "zero"]
     if not zero or s.empty_mask:
         return []
+    zero, out = _zero_by_init(s, zero)
+    zero, more = _zero_by_dropout(s, zero)
+    out += more
+    if not zero:
+        return out
     share = sum(q.numel for q in zero) / max(sum(q.numel for q in s.trainable), 1)
-    return [make("grad.zero", "error" if share > 0.5 else "warning", "grad",
-                 f"{len(zero)} parameters ({100 * share:.1f}% of trainable values) in {', '.join(_modules(zero))} "
+    return out + [make("grad.zero", "error" if share > 0.5 else "warning", "grad",
+                 f"{len(zero)} parameters ({100 * share:.1f}% of trainable values) in {', '.join(modules_of(zero))} "
                  "get a gradient that is exactly zero", CHECK,
                  hint="a multiplication by zero, a rounding op, or a saturated activation stops the signal",
                  parameters=[q.name for q in zero][:20], share=share)]

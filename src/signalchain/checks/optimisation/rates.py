@@ -116,13 +116,29 @@ def _peak(g: GroupRate, curve: CurveMeasurement | None) -> float:
     return max(g.configured_lr or 0.0, used or 0.0)
 
 
+def _own_rate(g: GroupRate) -> bool:
+    """The optimizer computes this group's rate itself (a relative step: lr None)."""
+    return g.configured_lr is None and (not g.step_lrs or any(r is None for r in g.step_lrs))
+
+
+def _rate(g: GroupRate, curve: CurveMeasurement | None) -> float | None:
+    """The rate to judge the group at: its peak, or None when the optimizer sets it (then the share
+    lost is the one measured at the steps' own rates)."""
+    return None if _own_rate(g) else _peak(g, curve)
+
+
+def _lost(g: GroupRate, curve: CurveMeasurement | None) -> tuple[float | None, float | None]:
+    r = _rate(g, curve)
+    return (None, g.lost_step) if r is None else (r, lost_at(g, r))
+
+
 def _r99(g: GroupRate) -> float | None:
     return next((r for r, share in g.lost_at if share <= 0.01), None)
 
 
 def _below_resolution(active: list[GroupRate], curve: CurveMeasurement | None, total: int) -> list[Finding]:
     single = len(active) == 1
-    hit = [(g, _peak(g, curve)) for g in active]
+    hit = [(g, _peak(g, curve)) for g in active if not _own_rate(g)]  # a relative step is never ~0
     hit = [(g, r, lost_at(g, r)) for g, r in hit if r > 0]
     hit = [(g, r, s) for g, r, s in hit if s is not None and s >= LOST_ERROR]
     if sum(g.values for g, _, _ in hit) <= MAJORITY * total:
@@ -188,10 +204,10 @@ def _hints(active: list[GroupRate], curve: CurveMeasurement | None, sweep: Sweep
     single = len(active) == 1
     big = [g for g in active if g.values >= MENTION * total]
     for g in big:
-        r = _peak(g, curve)
-        s = lost_at(g, r)
+        r, s = _lost(g, curve)
         if s is not None and s >= LOST_INFO:
-            parts.append(f"{g.dtype} rounding loses {s:.0%} of the update at {r:.3g}"
+            at = f"{r:.3g}" if r is not None else "the rate the optimizer computes itself"
+            parts.append(f"{g.dtype} rounding loses {s:.0%} of the update at {at}"
                          + ("" if single else f" in {_name(g, False)}"))
         if g.eps_share is not None and g.eps_share >= EPS_SHARE:
             parts.append(f"the optimizer's eps {g.eps:.1g} is above √v̂ for {g.eps_share:.0%} of the values with a "
@@ -218,12 +234,16 @@ def _hints(active: list[GroupRate], curve: CurveMeasurement | None, sweep: Sweep
     conf = main.configured_lr if main is not None else (sweep.configured if sweep is not None else None)
     ratio = main.ratio if main is not None else None
     moves = f"each update moves the weights by {ratio:.2g} of their norm; " if ratio else ""
+    own = main is not None and _own_rate(main)
+    subject = ("the learning rate the optimizer computes itself (a relative step)" if own
+               else f"the configured learning rate{f' {conf:.3g}' if conf else ''}")
+    raise_it = "give the optimizer a fixed rate and raise it 3× at a time" if own else "raise the rate 3× at a time"
     return [make("optim.lr_too_small", "info", "optimizer",
-                 f"the configured learning rate{f' {conf:.3g}' if conf else ''} may be small: " + "; ".join(parts)
+                 f"{subject} may be small: " + "; ".join(parts)
                  + f". But {CAVEAT}, and fine-tuning a pretrained model at a small rate is usual", CHECK,
                  hint=f"{moves}judge the rate on the real run: if its training loss stays flat for hundreds of "
-                      "steps, raise the rate 3× at a time",
-                 configured_lr=conf, caveat=CAVEAT, groups=[_evidence(g, _peak(g, curve)) for g in active], **ev)]
+                      f"steps, {raise_it}",
+                 configured_lr=conf, caveat=CAVEAT, groups=[_evidence(g, _rate(g, curve)) for g in active], **ev)]
 
 
 def judge_rates(u: UpdateMeasurement | None, curve: CurveMeasurement | None = None,

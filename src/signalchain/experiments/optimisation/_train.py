@@ -10,7 +10,8 @@ import torch
 from ...pipeline import Pipeline, StepOutput, as_step_output, capabilities
 from ...trace import Tap
 
-__all__ = ["update_step", "regularisation_off", "configured_lrs", "no_tap", "norm_of", "total_grad_norm"]
+__all__ = ["update_step", "regularisation_off", "configured_lrs", "rate_of", "no_tap", "norm_of", "total_grad_norm",
+           "sets_own_rate"]
 
 
 def no_tap(stage: str, value: Any, /, **meta: Any) -> Any:
@@ -82,7 +83,23 @@ def regularisation_off(model: torch.nn.Module, optimizer: torch.optim.Optimizer)
     return {"dropout_modules": n_dropout, "decay_groups": n_decay}
 
 
-def configured_lrs(optimizer: torch.optim.Optimizer) -> list[float]:
-    """The learning rate each group is configured with (before a scheduler's warm-up factor); 0 for a
-    group whose optimizer sets its own (Adafactor's relative step: `lr=None`)."""
-    return [float(g.get("initial_lr", g.get("lr")) or 0.0) for g in optimizer.param_groups]
+def rate_of(value: Any) -> float | None:
+    """A group's rate as a float (a tensor rate too); None when the group has none."""
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError, RuntimeError):
+        return None
+
+
+def configured_lrs(optimizer: torch.optim.Optimizer) -> list[float | None]:
+    """The learning rate each group is configured with (before a scheduler's warm-up factor); None for
+    a group whose optimizer computes its rate itself at each step (transformers' Adafactor with
+    `relative_step=True` has `lr=None`: min(1e-2, 1/sqrt(step)) times each tensor's RMS)."""
+    return [rate_of(g.get("initial_lr", g.get("lr"))) for g in optimizer.param_groups]
+
+
+def sets_own_rate(optimizer: torch.optim.Optimizer) -> bool:
+    """Every group's rate is computed by the optimizer itself: no rate can be set from outside."""
+    return bool(optimizer.param_groups) and all(r is None for r in configured_lrs(optimizer))

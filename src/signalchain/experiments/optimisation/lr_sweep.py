@@ -18,17 +18,19 @@ from ...pipeline import as_step_output
 from ...records.optimisation import SweepMeasurement
 from .._seed import seed_everything
 from ..context import Context
-from ._train import configured_lrs, no_tap, regularisation_off, total_grad_norm
+from ._train import configured_lrs, no_tap, regularisation_off, sets_own_rate, total_grad_norm
 
 __all__ = ["measure_lr_sweep", "train_at"]
 
 
-def _set_lr(optimizer: torch.optim.Optimizer, lr: float, configured: list[float]) -> None:
+def _set_lr(optimizer: torch.optim.Optimizer, lr: float, configured: list[float | None]) -> None:
     """Every group at `lr` times its configured share of the top rate (all at `lr` when every
-    configured rate is 0: a zero rate says nothing about the groups' ratios)."""
-    top = max(configured)
+    configured rate is 0: a zero rate says nothing about the groups' ratios). A group whose optimizer
+    computes its own rate (lr None) keeps it: no rate set from outside reaches it."""
+    top = max((c for c in configured if c is not None), default=0.0)
     for group, base in zip(optimizer.param_groups, configured):
-        group["lr"] = lr * (base / top) if top > 0 else lr
+        if base is not None:
+            group["lr"] = lr * (base / top) if top > 0 else lr
 
 
 def train_at(ctx: Context, state: dict, lr: float, steps: int, norms: list[float] | None = None,
@@ -61,7 +63,16 @@ def train_at(ctx: Context, state: dict, lr: float, steps: int, norms: list[float
 def measure_lr_sweep(ctx: Context) -> SweepMeasurement:
     model = ctx.fresh_model()
     state = copy.deepcopy(model.state_dict())
-    configured = max(configured_lrs(ctx.pipeline.build_optimizer(model)))
+    optimizer = ctx.pipeline.build_optimizer(model)
+    if sets_own_rate(optimizer):
+        # A relative step (transformers' Adafactor, relative_step=True): the optimizer computes every
+        # group's rate from its step count and each tensor's RMS and ignores group["lr"]; a sweep would
+        # run the same updates at every "rate". Sweeping a fixed-rate variant instead would judge an
+        # optimizer the user does not run, and there is no configured rate to place against it.
+        return SweepMeasurement(lrs=[], losses=[], initial=math.nan, configured=0.0,
+                                extra={"own_rate": type(optimizer).__name__,
+                                       "relative_step": [g.get("relative_step") for g in optimizer.param_groups]})
+    configured = max((c for c in configured_lrs(optimizer) if c is not None), default=0.0)
     lrs = sorted(set(np.logspace(-6, 0, ctx.budget.sweep_lrs).tolist()) | ({configured} if configured > 0 else set()))
     losses = [train_at(ctx, state, lr, ctx.budget.sweep_steps) for lr in lrs]
     initial = losses[0][0]

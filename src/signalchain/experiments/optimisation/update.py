@@ -10,7 +10,7 @@ from ...probes.step_rates import StepRates
 from ...records.optimisation import UpdateMeasurement
 from .._seed import seed_everything
 from ..context import Context
-from ._train import configured_lrs, update_step
+from ._train import configured_lrs, rate_of, update_step
 
 __all__ = ["measure_update"]
 
@@ -36,7 +36,7 @@ def measure_update(ctx: Context) -> UpdateMeasurement:
             scales.append(float(value))  # type: ignore[arg-type]
         return value
 
-    effective = [float(g["lr"]) for g in optimizer.param_groups]
+    effective = [rate_of(g.get("lr")) for g in optimizer.param_groups]  # None: a relative step
     with StepGrads(optimizer).attached_to() as step_grads, \
             StepRates(optimizer, {id(q): n for n, q in params.items()}).attached_to() as rates:
         for _ in range(ctx.budget.update_steps):
