@@ -106,7 +106,8 @@ def judge_initial_loss(trace: Trace) -> list[Finding]:
     # leaking into the inputs (which the input checks judge on their own evidence). Not a verdict alone.
     return [make("loss.initial", "info", "loss",
                  f"initial loss {worst:.3f} is below ln({card}) = {expected:.3f} by {expected - worst:.2f} nats: the "
-                 "model predicts these targets before any update (a pretrained start, or targets visible in its inputs)",
+                 "model predicts these targets before any update (a pretrained start, or targets visible in its "
+                 "inputs)",
                  CHECK, hint="expected when fine-tuning a trained model; for a model trained from scratch, see the "
                              "targets.misaligned checks (inputs compared with targets) and tap tokens.input "
                              "(docs/taps.md)",
