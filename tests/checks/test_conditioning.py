@@ -6,12 +6,10 @@ import numpy as np
 import pytest
 
 from signalchain.checks.conditioning import (
-    association,
     judge_dropout,
     judge_empty,
     judge_metadata,
     judge_pairing,
-    judge_relationship,
     judge_truncated,
     judge_unknown_tokens,
     judge_unseen_words,
@@ -23,6 +21,7 @@ from signalchain.checks.conditioning_model import (
     judge_guidance,
     judge_sensitivity,
 )
+from signalchain.checks.conditioning_relationship import association, judge_relationship
 from signalchain.findings import Finding, Severity
 from signalchain.records.conditioning import (
     ConditionBatch,

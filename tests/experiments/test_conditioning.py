@@ -5,7 +5,8 @@ over seeds (the golden batch, the model and the loader order all change with the
 import pytest
 import torch
 
-from signalchain.experiments.conditioning import measure_condition_data, measure_sensitivity
+from signalchain.experiments.conditioning import measure_condition_data
+from signalchain.experiments.conditioning_sensitivity import measure_sensitivity
 from signalchain.experiments.context import BUDGETS, Context
 from signalchain.experiments.doctor import FAMILIES, run_family, select_families
 from signalchain.pipeline import ProtocolView

@@ -15,7 +15,8 @@ import torch
 from signalchain.checks.conditioning_model import judge_sensitivity
 from signalchain.checks.output import judge_route
 from signalchain.experiments._outputs import call_decode, decode_takes_model, read_generated
-from signalchain.experiments.conditioning import measure_guidance, measure_sensitivity
+from signalchain.experiments.conditioning import measure_guidance
+from signalchain.experiments.conditioning_sensitivity import measure_sensitivity
 from signalchain.experiments.context import BUDGETS, Context
 from signalchain.experiments.doctor import run_doctor
 from signalchain.experiments.generation.runs import take

@@ -1,5 +1,6 @@
 """Judge the condition on the data side, stage by stage: metadata → caption → pairing with the audio
-→ condition dropout → condition tokens, and whether the captions say anything about the targets.
+→ condition dropout → condition tokens (whether the captions say anything about the targets:
+`conditioning_relationship`).
 
 Every judge reads a `ConditionData` (the golden batch and some training batches, traced up to the
 condition embedding) and returns findings; none trains or reads a file.
@@ -19,8 +20,7 @@ from ..records.conditioning import ConditionBatch, ConditionData
 from .base import make
 
 __all__ = ["words", "judge_empty", "judge_truncated", "judge_unknown_tokens", "judge_metadata", "judge_pairing",
-           "judge_dropout", "judge_unseen_words", "association", "relationship", "judge_relationship",
-           "CAPTION_CHECKS"]
+           "judge_dropout", "judge_unseen_words", "CAPTION_CHECKS"]
 
 CHECK = "checks.conditioning"
 _PUNCTUATION = re.compile(r"[^\w\s]")
@@ -376,75 +376,6 @@ def judge_unseen_words(data: ConditionData) -> list[Finding]:
             training_captions=len(data.training_captions),
         )
     ]
-
-
-def association(row_words: list[set[str]], features: np.ndarray, permutations: int = 200) -> dict[str, float] | None:
-    """How strongly caption words predict a feature matrix, against random pairings.
-
-    For each word in enough captions, the largest standardised difference of any feature between
-    examples with and without it; the statistic is the mean of the three largest. Recomputed with
-    the captions permuted, it gives a z-score: near 0 when captions say nothing about the features.
-    """
-    keep = [i for i, f in enumerate(features) if np.isfinite(f).all()]
-    n = len(keep)
-    if n < 16:
-        return None
-    F = features[keep].astype(np.float64)
-    F = F[:, F.std(axis=0) > 1e-9]
-    if F.shape[1] == 0:
-        return None
-    F = (F - F.mean(axis=0)) / F.std(axis=0)
-    counts = Counter(w for i in keep for w in row_words[i])
-    vocab = sorted(w for w, c in counts.items() if max(3, 0.05 * n) <= c <= n - 3)
-    if len(vocab) < 2:
-        return None
-    X = np.array([[w in row_words[i] for w in vocab] for i in keep], dtype=np.float64)  # [n, V]
-
-    def stat(X: np.ndarray) -> float:
-        n1 = X.sum(axis=0)[:, None]
-        d = (X.T @ F / n1 - (1 - X).T @ F / (n - n1)) / np.sqrt(1 / n1 + 1 / (n - n1))  # [V, F]
-        return float(np.sort(np.abs(d).max(axis=1))[-3:].mean())
-
-    rng = np.random.default_rng(0)
-    null = np.array([stat(X[rng.permutation(n)]) for _ in range(permutations)])
-    observed = stat(X)
-    return {"z": float((observed - null.mean()) / max(null.std(), 1e-9)), "observed": observed,
-            "null_mean": float(null.mean()), "examples": n, "words": len(vocab)}
-
-
-def relationship(data: ConditionData) -> dict[str, dict[str, float]]:
-    """Caption words against the audio and against the target tokens they are paired with."""
-    out = {}
-    for view, attr in (("audio", "audio_features"), ("targets", "token_features")):
-        rows, feats = [], []
-        for b in data.batches:
-            f = getattr(b, attr)
-            if f is not None and len(f) == len(b.captions):
-                rows += [set(words(c)) for c in b.captions]
-                feats.append(f)
-        if feats:
-            a = association(rows, np.concatenate(feats))
-            if a is not None:
-                out[view] = a
-    return out
-
-
-def judge_relationship(data: ConditionData, measured: dict[str, dict[str, float]] | None = None) -> list[Finding]:
-    """No caption word predicts the audio or the targets better than random pairings: nothing to learn."""
-    views = measured if measured is not None else relationship(data)
-    if not views or max(v["z"] for v in views.values()) >= 3.0:
-        return []
-    n = max(int(v["examples"]) for v in views.values())
-    strong = n >= 32 and max(v["z"] for v in views.values()) < 2.0
-    told = ", ".join(f"word-{k} z = {v['z']:.1f}" for k, v in views.items())
-    return [make("condition.no_relationship", "error" if strong else "warning", "caption",
-                 f"caption words predict the paired {' and '.join(views)} no better than random pairings ({told} over "
-                 f"{n} examples; a caption that describes its {'audio' if 'audio' in views else 'music'} gives z well "
-                 "above 3)", CHECK,
-                 hint=f"captions and {_examples(data)} are joined wrongly (by row position after a shuffle, by a stale "
-                      "id map); listen to a few examples beside their captions (`signalchain inspect`) and check the "
-                      "join key",
-                 **{f"z_{k}": v["z"] for k, v in views.items()}, examples=n)]
 
 
 CAPTION_CHECKS = (judge_empty, judge_truncated, judge_unknown_tokens, judge_metadata, judge_pairing, judge_dropout,

@@ -13,7 +13,7 @@ from rich.table import Table
 from .._version import __version__
 from ..errors import UsageError
 from ..experiments.context import BUDGETS
-from ..experiments.scoring import score_zoo
+from ..experiments.scoring import ZooRun, score_zoo
 from ..report import console
 from ._common import common_options, emit, guarded
 
@@ -34,6 +34,23 @@ def _load_zoo(spec: str) -> Any:
         if not callable(getattr(zoo, attr, None)):
             raise UsageError(f"zoo {spec!r} has no {attr}(); a zoo module offers members(), fast() and prepare()")
     return zoo
+
+
+def _earlier_runs(log: Path, same: dict[str, Any], say: Any) -> list[tuple[ZooRun, str]]:
+    """The runs a stopped zoo wrote, one JSON line each; a torn last line or another budget is skipped."""
+    out, skipped = [], 0
+    for n, line in enumerate(log.read_text().splitlines(), 1):
+        try:
+            d = json.loads(line)
+            if any(d.get(k) != v for k, v in same.items()):
+                skipped += 1
+                continue
+            out.append((ZooRun.from_dict(d), str(d["part"])))
+        except (ValueError, KeyError, TypeError):
+            say(f"zoo: {log}:{n} is not a whole run record; it is run again")
+    say(f"zoo: resuming with {len(out)} runs from {log}" + (f" ({skipped} from another budget or family set)"
+                                                            if skipped else ""))
+    return out
 
 
 def _names(text: str) -> list[str]:
@@ -85,12 +102,14 @@ def _alarms_table(result: dict[str, Any]) -> Table:
               help="Only these families (default: every family each member can run).")
 @click.option("--workers", type=int, default=None, help="Parallel processes (default: CPU count, at most 8).")
 @click.option("--budget", type=click.Choice(list(BUDGETS)), default="business", show_default=True)
+@click.option("--resume", is_flag=True,
+              help="With --json: keep the runs already in <json>.runs.jsonl (same budget and families), run the rest.")
 @click.option("--list", "list_only", is_flag=True, help="List the members and why each is clean, without running.")
 @common_options(html=False)
 @guarded
 def zoo(zoo_spec: str | None, member_names: str | None, fast: bool, beds: tuple[str, ...], seeds: str,
-        family_names: str | None, workers: int | None, budget: str, list_only: bool, json_path: str | None,
-        debug: bool) -> int:
+        family_names: str | None, workers: int | None, budget: str, resume: bool, list_only: bool,
+        json_path: str | None, debug: bool) -> int:
     """Run the doctor on every member of a zoo of clean pipelines (default: the bundled one) over
     several seeds; any error is a false alarm (exit 1), and each warning is listed with its rate.
 
@@ -132,17 +151,27 @@ def zoo(zoo_spec: str | None, member_names: str | None, fast: bool, beds: tuple[
     say = lambda line: err.print(line, highlight=False, markup=False)  # noqa: E731  (plain lines: logs too)
     zoo_mod.prepare([m["name"] for m in chosen], say)
     say(f"zoo: {len(chosen)} members × seeds {seed_list} ({budget}); performance runs last, one at a time")
+    if resume and not json_path:
+        raise UsageError("--resume reads the runs a zoo wrote beside its --json file: give --json too")
     on_run = None
+    earlier: list[tuple[ZooRun, str]] = []
     if json_path:  # each run as it ends, one JSON line: a long zoo keeps what it measured if stopped
         log = Path(f"{json_path}.runs.jsonl")
         log.parent.mkdir(parents=True, exist_ok=True)
-        log.write_text("")
+        same = {"budget": budget, "families": sorted(families)}
+        if resume and log.exists():
+            earlier = _earlier_runs(log, same, say)
+            if log.read_bytes()[-1:] not in (b"", b"\n"):  # a torn last line: new runs start on their own
+                with log.open("a") as fh:
+                    fh.write("\n")
+        else:
+            log.write_text("")
 
         def on_run(run: Any, part: str) -> None:
             with log.open("a") as fh:
-                fh.write(json.dumps({**run.to_dict(), "part": part}, default=str) + "\n")
+                fh.write(json.dumps({**run.to_dict(), "part": part, **same}, default=str) + "\n")
 
-    score = score_zoo(chosen, seed_list, families, workers, budget, progress=say, on_run=on_run)
+    score = score_zoo(chosen, seed_list, families, workers, budget, progress=say, on_run=on_run, earlier=earlier)
     result = score.to_dict()
     s = result["summary"]
     lines: list[Any] = [_table(result)]

@@ -219,6 +219,11 @@ class ZooRun:
             d["error"] = self.error
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ZooRun:
+        return cls(str(d["member"]), int(d["seed"]), list(d.get("findings", [])), list(d.get("info_ids", [])),
+                   float(d.get("seconds", 0.0)), d.get("error"))
+
 
 @dataclass
 class ZooScore:
@@ -285,14 +290,16 @@ def _zoo_run(member: str, seed: int, res: dict[str, Any]) -> ZooRun:
 def score_zoo(members: Sequence[dict[str, Any]], seeds: Sequence[int] = (0, 1, 2), families: Sequence[str] = (),
               workers: int | None = None, budget: str = "business",
               progress: Callable[[str], None] | None = None,
-              on_run: Callable[[ZooRun, str], None] | None = None) -> ZooScore:
+              on_run: Callable[[ZooRun, str], None] | None = None,
+              earlier: Sequence[tuple[ZooRun, str]] = ()) -> ZooScore:
     """Run the doctor on every member × seed (each member a pipeline spec, seen through `ProtocolView`).
 
     `families` empty: every family. The performance family judges wall-clock time, so it never runs
     beside other work of the zoo: the other families run in `workers` processes, then performance
     alone, one run at a time, on every member × seed (as `score_catalogue` runs its timing faults).
     `on_run(run, part)` is called as each run ends (part "families" or "performance"): a long zoo
-    keeps what it measured even if it is stopped.
+    keeps what it measured even if it is stopped. `earlier`: (run, part) pairs measured before (a
+    resumed zoo); those runs are counted as they are and not run again.
     """
     import time
 
@@ -308,6 +315,24 @@ def score_zoo(members: Sequence[dict[str, Any]], seeds: Sequence[int] = (0, 1, 2
     total = len(members) * len(seeds) * (int(bool(untimed)) + int(timed))
     done = 0
 
+    def add(run: ZooRun) -> None:
+        prev = results.get((run.member, run.seed))
+        if prev is None:
+            results[(run.member, run.seed)] = run
+        else:  # the performance pass adds to the run of the other families
+            prev.findings += run.findings
+            prev.info_ids = sorted(set(prev.info_ids) | set(run.info_ids))
+            prev.seconds += run.seconds
+            prev.error = prev.error or run.error
+
+    wanted = {(m["name"], s) for m in members for s in seeds}
+    measured: set[tuple[str, int, str]] = set()
+    for run, what in earlier:
+        if (run.member, run.seed) in wanted and (run.member, run.seed, what) not in measured and not run.error:
+            measured.add((run.member, run.seed, what))
+            add(run)
+            done += 1
+
     def collect(jobs: dict[Any, tuple[str, int, str]]) -> None:
         nonlocal done
         for fut in as_completed(jobs):
@@ -319,14 +344,7 @@ def score_zoo(members: Sequence[dict[str, Any]], seeds: Sequence[int] = (0, 1, 2
             run = _zoo_run(name, seed, res)
             if on_run:
                 on_run(run, what)
-            prev = results.get((name, seed))
-            if prev is None:
-                results[(name, seed)] = run
-            else:  # the performance pass adds to the run of the other families
-                prev.findings += run.findings
-                prev.info_ids = sorted(set(prev.info_ids) | set(run.info_ids))
-                prev.seconds += run.seconds
-                prev.error = prev.error or run.error
+            add(run)
             done += 1
             if progress:
                 errs = sorted({f["id"] for f in run.errors})
@@ -339,11 +357,12 @@ def score_zoo(members: Sequence[dict[str, Any]], seeds: Sequence[int] = (0, 1, 2
     if untimed:
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
             collect({pool.submit(run_one, m["spec"], None, seed, budget, untimed, None): (m["name"], seed, "families")
-                     for seed in seeds for m in members})
+                     for seed in seeds for m in members if (m["name"], seed, "families") not in measured})
     if timed:
         with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
             collect({pool.submit(run_one, m["spec"], None, seed, budget, ("performance",), None):
-                     (m["name"], seed, "performance") for seed in seeds for m in members})
+                     (m["name"], seed, "performance") for seed in seeds for m in members
+                     if (m["name"], seed, "performance") not in measured})
     runs = [results[(m["name"], s)] for m in members for s in seeds if (m["name"], s) in results]
     return ZooScore(members=list(members), seeds=list(seeds), runs=runs, families=chosen,
                     seconds=time.perf_counter() - t0)

@@ -43,18 +43,19 @@ SMALL_TENSORS = 1024
 UNRESOLVED = 0.99
 
 
-def _num(lr: Any) -> float | None:
-    if lr is None:
+def rate_of(value: Any) -> float | None:
+    """A group's rate as a float (a tensor rate too); None when the group has none."""
+    if value is None:
         return None
     try:
-        return float(lr)
+        return float(value)
     except (TypeError, ValueError, RuntimeError):
         return None
 
 
 def group_lrs(optimizer: torch.optim.Optimizer) -> list[float | None]:
     """The rate each group will use at the next step."""
-    return [_num(g.get("lr")) for g in optimizer.param_groups]
+    return [rate_of(g.get("lr")) for g in optimizer.param_groups]
 
 
 def _sample(params: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -84,7 +85,7 @@ class _Acc:
         dtypes = Counter(str(p.dtype).removeprefix("torch.") for p in params)
         self.rec = GroupRate(group=index, tensors=len(params), values=sum(p.numel() for p in params),
                              dtype=dtypes.most_common(1)[0][0] if dtypes else "float32",
-                             configured_lr=_num(group.get("initial_lr", group.get("lr"))))
+                             configured_lr=rate_of(group.get("initial_lr", group.get("lr"))))
         self.sample = _sample(list(group["params"]))
         self.rec.sampled = sum(p.numel() for p in self.sample)
         self.stride = max(1, -(-self.rec.sampled // GRID_VALUES))
@@ -155,7 +156,7 @@ class StepRates(Probe):
         """The step recomputed in float64 at rate 1 (at the group's own rate when it has none)."""
         try:
             hyper = {k: v for k, v in group.items() if k != "params"}
-            if _num(hyper.get("lr")) is not None:
+            if rate_of(hyper.get("lr")) is not None:
                 hyper["lr"] = 1.0
             for key, off in (("foreach", None), ("fused", None), ("capturable", False), ("differentiable", False)):
                 if key in hyper:
@@ -231,7 +232,7 @@ class StepRates(Probe):
         eps, betas, v = group.get("eps"), group.get("betas"), state.get("exp_avg_sq")
         if not isinstance(eps, (int, float)) or not betas or not torch.is_tensor(v) or v.shape != p.shape or not n_nz:
             return
-        t = _num(state.get("step")) or 1.0
+        t = rate_of(state.get("step")) or 1.0
         vhat = v.double() / max(1e-300, 1.0 - float(betas[1]) ** t)
         acc.rec.eps = float(eps)
         acc.eps_hits += int(((vhat.sqrt() < eps) & nz).sum())

@@ -141,7 +141,7 @@ def test_bf16_autocast_response_judged_on_the_float32_twin(fault) -> None:
     logits' spread) sits under bf16 rounding (8 eps = 0.06), so it is measured on the float32 twin of
     the same ops: clean, no error; the fusion cut, still `condition.unused`."""
     from signalchain.checks.conditioning_model import judge_sensitivity
-    from signalchain.experiments.conditioning import measure_sensitivity
+    from signalchain.experiments.conditioning_sensitivity import measure_sensitivity
     from signalchain.experiments.context import BUDGETS, Context
     from signalchain.pipeline import ProtocolView
     from signalchain.reference.hf import HFBedConfig, HFBedPipeline

@@ -84,3 +84,26 @@ def test_zoo_runs_a_member_and_writes_its_report(tmp_path):
     assert rep["summary"]["errors"] == 0 and rep["false_alarms"] == {}
     lines = (tmp_path / "r.json.runs.jsonl").read_text().splitlines()
     assert [json.loads(x)["member"] for x in lines] == ["sym"]
+
+
+def test_a_resumed_zoo_keeps_what_it_measured_and_runs_only_the_rest(tmp_path):
+    """A zoo stopped part-way is resumed from its run log: the runs in it are not run again, a torn last
+    line and a run measured under another budget are run again."""
+    pytest.importorskip("miditok")
+    out = tmp_path / "r.json"
+    log = tmp_path / "r.json.runs.jsonl"
+    kept = {"member": "sym", "seed": 0, "part": "families", "budget": "business", "families": ["audio", "numerics"],
+            "findings": [_f("audio.clipped", "warning", "checks.audio")], "info_ids": ["x.y"], "seconds": 1.0}
+    other = {**kept, "seed": 1, "budget": "quick"}
+    log.write_text(json.dumps(kept) + "\n" + json.dumps(other) + "\n" + '{"member": "sym", "se')
+    res = CliRunner().invoke(cli, ["zoo", "--members", "sym", "--families", "audio,numerics", "--seeds", "0,1",
+                                   "--workers", "1", "--json", str(out), "--resume"])
+    assert res.exit_code == 0, res.output
+    rep = json.loads(out.read_text())
+    runs = {r["member"] + str(r["seed"]): r for r in rep["runs"]}
+    assert runs["sym0"]["findings"] == kept["findings"]  # kept as measured, not run again
+    assert runs["sym1"]["findings"] == [] and runs["sym1"]["seconds"] > 1.0  # the other budget's run: run again
+    new = [json.loads(x) for x in log.read_text().splitlines()[3:]]
+    assert [(r["member"], r["seed"], r["budget"]) for r in new] == [("sym", 1, "business")]
+    res = CliRunner().invoke(cli, ["zoo", "--members", "sym", "--resume"])
+    assert res.exit_code == 2 and "--json" in res.output

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from ...checks.base import make
-from ...checks.conditioning import CAPTION_CHECKS, judge_relationship, relationship
+from ...checks.conditioning import CAPTION_CHECKS
 from ...checks.conditioning_model import (
     caption_sensitive,
     fusion_silent,
@@ -19,6 +19,7 @@ from ...checks.conditioning_model import (
     judge_guidance,
     judge_sensitivity,
 )
+from ...checks.conditioning_relationship import judge_relationship, relationship
 from ...findings import Finding
 from ...records.conditioning import ConditionData, Sensitivity
 from ...records.figures import Bars, Figure, Table
@@ -26,8 +27,8 @@ from ..conditioning import (
     measure_condition_data,
     measure_condition_grads,
     measure_guidance,
-    measure_sensitivity,
 )
+from ..conditioning_sensitivity import measure_sensitivity
 from ..context import Context, Knob
 from ..doctor import FAMILY, SELF, Family, Step, judge, register
 

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from ...pipeline import Pipeline, StepOutput, as_step_output, capabilities
+from ...probes.step_rates import rate_of
 from ...trace import Tap
 
 __all__ = ["update_step", "regularisation_off", "configured_lrs", "rate_of", "no_tap", "norm_of", "total_grad_norm",
@@ -81,16 +82,6 @@ def regularisation_off(model: torch.nn.Module, optimizer: torch.optim.Optimizer)
             group["weight_decay"] = 0.0
             n_decay += 1
     return {"dropout_modules": n_dropout, "decay_groups": n_decay}
-
-
-def rate_of(value: Any) -> float | None:
-    """A group's rate as a float (a tensor rate too); None when the group has none."""
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError, RuntimeError):
-        return None
 
 
 def configured_lrs(optimizer: torch.optim.Optimizer) -> list[float | None]:
