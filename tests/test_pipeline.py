@@ -22,6 +22,23 @@ def test_load_from_module():
     assert {"decode", "config", "sample_rate"} <= capabilities(p)
 
 
+def test_a_module_in_the_working_folder_is_found_as_python_finds_it(tmp_path):
+    """`signalchain doctor my_pipeline:Pipe` beside my_pipeline.py: the console script's sys.path has
+    no working folder, `python -m` has; the module is found either way."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    toy = Path(TOY).resolve()
+    spec = f"{toy}:make"
+    (tmp_path / "mine.py").write_text(f"from signalchain import load_pipeline\npipe = load_pipeline({spec!r})\n")
+    code = ("import os, sys; sys.path[:] = [p for p in sys.path if p not in ('', os.getcwd())]; "
+            "from signalchain import load_pipeline; print(load_pipeline('mine:pipe').name)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "toy"
+
+
 def test_errors_name_the_problem(tmp_path):
     with pytest.raises(UsageError, match="has no ':attr'"):
         load_pipeline("toy_pipeline")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -191,6 +192,9 @@ def load_pipeline(spec: str) -> Any:
     if target.endswith(".py") or "/" in target or "\\" in target:
         module = _import_file(Path(target))
     else:
+        here = os.getcwd()  # `python -m` and `python file.py` see the working folder: a module beside the user too
+        if here not in sys.path and "" not in sys.path:
+            sys.path.append(here)
         try:
             module = importlib.import_module(target)
         except ImportError as exc:
