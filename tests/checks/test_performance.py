@@ -159,6 +159,10 @@ def test_a_busy_machine_is_said_and_not_judged():
     assert [f.id for f in out if f.severity.value != "info"] == ["perf.sync_bound"]  # counts need no idle machine
     (busy,) = [f for f in out if f.id == "perf.machine_busy"]
     assert busy.severity.value == "info" and "set_num_threads" in busy.hint
+    rep.computes[5] = 3.0  # now every update waited for a CPU: no median of 0.0 ms is printed
+    (summary,) = [f for f in judge_performance(rep) if f.id == "perf.summary"]
+    assert summary.evidence["median_compute_ms"] is None and "median update" not in summary.message
+    assert "no update timed" in summary.message and "65 host reads" in summary.message
 
 
 LIB = "/env/lib/python3.11/site-packages/transformers/models/encodec/modeling_encodec.py:153"

@@ -323,14 +323,15 @@ def _summary(rep: PerfMeasurement, waits: Series, comps: Series, busy: list[int]
     c = median(cs) if cs else 0.0
     w = median(ws) if ws else None
     s = median(rep.syncs) if rep.syncs else None
-    parts = [f"median update {_ms(c)} ms on {rep.device}"]
-    if w is not None:
+    parts = [f"median update {_ms(c)} ms on {rep.device}" if cs else
+             f"no update timed on {rep.device} (each waited for a CPU: no median is worth printing)"]
+    if w is not None and cs:
         parts.append(f"{_ms(w)} ms waiting for each batch ({w / (w + c) if w + c else 0:.0%} of the time)")
     if s is not None:
         parts.append(f"{s:g} host reads per update")
     note = f", {len(busy)} dropped as the machine was busy" if busy else ""
     return make("perf.summary", "info", None, "; ".join(parts) + f" ({len(rep.computes)} updates timed{note})",
-                CHECK, median_compute_ms=_ms(c), median_wait_ms=None if w is None else _ms(w),
+                CHECK, median_compute_ms=_ms(c) if cs else None, median_wait_ms=None if w is None else _ms(w),
                 syncs_per_update=s, updates=len(rep.computes), busy_updates=busy, device=rep.device)
 
 
@@ -339,8 +340,8 @@ def _busy(rep: PerfMeasurement, busy: list[int]) -> Finding:
     wall = sum(rep.waits) + sum(rep.computes)
     return make("perf.machine_busy", "info", "runtime",
                 f"timings not judged: {len(busy)} of {len(rep.computes)} updates spent over half their time "
-                f"waiting for a CPU ({_ms(delay)} of {_ms(wall)} ms in all): other processes or too many "
-                f"threads share the cores", CHECK,
+                f"waiting for a CPU ({_ms(delay)} ms of run-queue wait, summed over the process's threads, in "
+                f"{_ms(wall)} ms of updates): other processes or too many threads share the cores", CHECK,
                 hint="rerun on an idle machine, or with fewer intra-op threads (`torch.set_num_threads`) than "
                      "free cores; the host-sync count above does not depend on load",
                 busy_updates=busy, cpu_wait_ms=_ms(delay), wall_ms=_ms(wall))
