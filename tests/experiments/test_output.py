@@ -154,6 +154,19 @@ def test_a_stereo_decode_is_read_along_time_not_channel_after_channel() -> None:
     assert ("tokens.codebook_order", "audio.decoded") in {(f.id, f.stage) for f in judge_decoder(rolled)}
 
 
+def test_a_codec_carrying_a_change_a_few_frames_forward_is_not_a_layout_bug() -> None:
+    """The zoo's stereo HF member (seed 0): its Encodec carries a changed frame ~11 frames forward, the
+    tail faint in the waveform (8% of the change's energy beyond 6 frames) but as loud as the change
+    itself in a log-mel spectrum of a near-silent decode (56%): `tokens.codebook_order` on a clean run.
+    Where the change lands is the smaller of the two shares; a layout bug moves it far in both."""
+    pytest.importorskip("transformers")
+    from signalchain.reference import zoo
+
+    probe = probe_decoder(Context(ProtocolView(zoo.build("hf-stereo")), seed=0, budget=BUDGETS["economy"]))
+    assert probe is not None and probe.far_share is not None and probe.far_share < 0.3
+    assert judge_decoder(probe) == []
+
+
 def test_measure_file_never_raises(tmp_path: Path) -> None:
     rep = measure_file(tmp_path / "missing.wav")
     assert rep.error is not None and "no such file" in rep.error

@@ -276,8 +276,9 @@ def judge_decoder(probe: DecoderProbe | None) -> list[Finding]:
     if probe is None or probe.error is not None or probe.far_share is None or probe.far_share < FAR_SHARE:
         return []
     return [make("tokens.codebook_order", "error", "audio.decoded",
-                 f"changing the codes of frame(s) {probe.changed} changes the decoded spectrum mostly elsewhere: "
-                 f"{100 * probe.far_share:.0f}% of the difference lies more than {probe.window} frames away", CHECK,
+                 f"changing the codes of frame(s) {probe.changed} changes the decoded audio mostly elsewhere: "
+                 f"{100 * probe.far_share:.0f}% of the difference lies more than {probe.window} frames away (in the "
+                 "waveform's energy and in its log-mel spectrum alike)", CHECK,
                  hint="the decoder receives codes in the wrong layout: codes are [B, K, T]; a reshape where a "
                       "transpose/permute belongs interleaves codebooks and frames", far_share=probe.far_share,
                  window=probe.window, frames=probe.frames)]

@@ -129,28 +129,43 @@ def probe_decoder(ctx: Context, window: int = 6) -> DecoderProbe | None:
 
     model = ctx.golden().model  # a decode(tokens, model) decodes with the model's own codec
 
-    def spectrum(x: np.ndarray) -> np.ndarray:
+    def decoded(x: np.ndarray) -> np.ndarray:
         audio = np.asarray(to_numpy(call_decode(p, torch.as_tensor(x), model)), dtype=np.float64)
-        # [1, C, S] / [C, S] / [S]: time is the last axis; channels are mixed, never laid end to end
-        # (a stereo decode flattened would put the right channel after the left, far from frame t0).
-        audio = audio.reshape(-1, audio.shape[-1]).mean(0) if audio.ndim > 1 else audio
-        hop = max(1, len(audio) // T)  # samples per token frame
-        return log_mel(audio, sr, n_fft=4 * hop, hop=hop, n_mels=32)  # [M, ≈T]
+        # [1, C, S] / [C, S] / [S]: time is the last axis; channels are kept apart, never laid end to
+        # end (a stereo decode flattened would put the right channel after the left, far from frame t0).
+        return audio.reshape(-1, audio.shape[-1])  # [C, S]
+
+    def spectrum(audio: np.ndarray) -> np.ndarray:
+        hop = max(1, audio.shape[-1] // T)  # samples per token frame
+        return log_mel(audio.mean(0), sr, n_fft=4 * hop, hop=hop, n_mels=32)  # [M, ≈T]
+
+    def far_share(diff: np.ndarray, t0: int) -> float | None:
+        pos = np.arange(len(diff)) * T / max(len(diff), 1)
+        total = float(diff.sum())
+        return float(diff[np.abs(pos - t0) > window].sum()) / total if total > 0 else None
 
     worst, changed = None, []
     try:
-        base = spectrum(a)
+        base_audio = decoded(a)
+        base = spectrum(base_audio)
         for t0 in (T // 5, T // 2, 4 * T // 5):
             src = next((s for s in (t0 - T // 10, t0 + T // 10, 0) if not (a[0, :, s] == a[0, :, t0]).all()), None)
             if src is None:
                 continue
             b = a.copy()
             b[0, :, t0] = a[0, :, src]
-            diff = ((spectrum(b) - base) ** 2).mean(0)  # per spectral frame
-            pos = np.arange(len(diff)) * T / max(len(diff), 1)
-            total = float(diff.sum())
-            if total > 0:
-                far = float(diff[np.abs(pos - t0) > window].sum()) / total
+            audio = decoded(b)
+            # Where the change lands, seen twice: in the log-mel spectrum (a quiet frame counts as much as
+            # a loud one) and in the waveform's energy per token frame (a decoder's own reach, the few
+            # frames its convolutions and LSTM carry a change forward, is quiet there). A layout bug moves
+            # the change far in both; only the log scale inflates a faint tail, so the smaller share holds.
+            spec = far_share(((spectrum(audio) - base) ** 2).mean(0), t0)
+            n = audio.shape[-1] // T * T
+            energy = ((audio - base_audio)[:, :n] ** 2).sum(0).reshape(T, -1).sum(1) if n else None
+            wave = far_share(energy, t0) if energy is not None else None
+            shares = [f for f in (spec, wave) if f is not None]
+            if shares:
+                far = min(shares)
                 changed.append(t0)
                 worst = far if worst is None else max(worst, far)
     except Exception as exc:

@@ -35,7 +35,7 @@ class DecoderProbe:
 
     frames: int
     changed: list[int]
-    far_share: float | None  # share of the spectral difference beyond `window` frames of the change
+    far_share: float | None  # share of the difference beyond `window` frames (the smaller of waveform, log-mel)
     window: int
     error: str | None = None
 
