@@ -180,6 +180,7 @@ def zoo(zoo_spec: str | None, member_names: str | None, fast: bool, beds: tuple[
     failed = f", {s['failed_runs']} runs failed" if s["failed_runs"] else ""
     lines.append(f"{s['members']} members × {len(seed_list)} seeds = {s['runs']} runs: {s['errors']} errors "
                  f"({s['runs_with_error']} runs), {s['warnings']} warnings ({s['runs_with_warning']} runs)"
-                 f"{failed} · {s['seconds']} s")
+                 f"{failed} · {s['seconds']} s"
+                 + (f" (this run; {len(earlier)} runs kept from the log)" if earlier else ""))
     return emit(con, [], show=lines, json_path=json_path, html_path=None,
                 fields={"signalchain": __version__, **result}, code=1 if s["errors"] else 0)
