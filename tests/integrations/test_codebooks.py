@@ -25,7 +25,7 @@ def data(seed: int = 0):
     return logits, labels
 
 
-@pytest.mark.parametrize("layout", ["bktv", "flat", "btk"])
+@pytest.mark.parametrize("layout", ["bktv", "flat", "btk", "flat-btk"])
 def test_codebook_layouts_match_torch(layout: str) -> None:
     logits, labels = data()
     want = reference(logits, labels)
@@ -33,6 +33,8 @@ def test_codebook_layouts_match_torch(layout: str) -> None:
         got = per_codebook_ce({"logits": logits.reshape(B * K, T, V)}, labels)
     elif layout == "btk":  # and its labels [B, T, K]
         got = per_codebook_ce({"logits": logits}, labels.transpose(1, 2))
+    elif layout == "flat-btk":  # both together, as HF MusicGen's forward returns them (issue 25)
+        got = per_codebook_ce({"logits": logits.reshape(B * K, T, V)}, labels.transpose(1, 2))
     else:
         got = per_codebook_ce({"logits": logits, "labels": labels})
     assert got == pytest.approx(want, rel=1e-5)

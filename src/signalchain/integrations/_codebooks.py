@@ -26,9 +26,13 @@ def _layout(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, t
     """logits [B, K, T, V] and labels [B, K, T], or None when the shapes are not a codebook layout."""
     if labels.dim() != 3:
         return None
-    if logits.dim() == 3 and logits.shape[0] == labels.shape[0] * labels.shape[1]:  # [B*K, T, V]
-        b, k = labels.shape[0], labels.shape[1]
-        logits = logits.reshape(b, k, *logits.shape[1:])
+    if logits.dim() == 3:  # [B*K, T, V], K read from the labels' codebook axis, whichever it is
+        b = labels.shape[0]
+        if logits.shape[0] == b * labels.shape[1] and logits.shape[1] == labels.shape[2]:  # labels [B, K, T]
+            logits = logits.reshape(b, labels.shape[1], *logits.shape[1:])
+        elif logits.shape[0] == b * labels.shape[2] and logits.shape[1] == labels.shape[1]:  # HF's [B, T, K]
+            logits = logits.reshape(b, labels.shape[2], *logits.shape[1:])
+            labels = labels.transpose(1, 2)
     if logits.dim() != 4:
         return None
     if tuple(labels.shape) != tuple(logits.shape[:3]):
