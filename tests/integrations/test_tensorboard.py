@@ -77,3 +77,27 @@ def test_disabled_is_silent(tmp_path) -> None:
     sink.scalar("loss", 1.0, 0)
     sink.close()
     assert found == [] and not (tmp_path / "tb").exists()
+
+
+def test_lightnings_stand_in_writer_on_other_ranks_is_no_error(tmp_path) -> None:
+    """Lightning gives ranks > 0 a stand-in experiment whose every attribute is a method (its `log_dir`
+    too): `Path(method)` raised, an `internal.check_failed` on every non-zero rank with the default
+    logger (issue 25). The stand-in is never taken as the trainer's writer, and a writer whose log
+    dir is not a path is used without one."""
+    pytest.importorskip("lightning")
+    from lightning.fabric.loggers.logger import _DummyExperiment
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    from signalchain.integrations.lightning import _tensorboard_writer
+
+    class Trainer:
+        global_rank = 1
+        loggers = [TensorBoardLogger(str(tmp_path / "tb"))]
+
+    assert _tensorboard_writer(Trainer()) is None
+    found = []
+    sink = TensorBoardSink(True, tmp_path / "ours", found.append)
+    sink.retarget(_DummyExperiment())
+    sink.scalar("grad_scale", 1024.0, 0)
+    sink.close()
+    assert sink.log_dir is None and not [f for f in found if f.severity.value != "info"]

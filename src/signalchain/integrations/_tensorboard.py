@@ -12,6 +12,7 @@ sink says so once, as an info finding, and drops everything.
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -58,7 +59,8 @@ class TensorBoardSink:
         if hasattr(self.target, "add_scalar"):  # a writer that is not ours
             self.writer = self.target
             where = getattr(self.target, "log_dir", None) or getattr(self.target, "logdir", None)
-            self.log_dir = Path(where) if where else None
+            # a stand-in writer (Lightning's on ranks > 0) answers every attribute with a method
+            self.log_dir = Path(where) if isinstance(where, (str, os.PathLike)) else None
             return self.writer
         if not tensorboard_available():
             self.disabled = True

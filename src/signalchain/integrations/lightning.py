@@ -33,10 +33,12 @@ def _tensorboard_writer(trainer: Any) -> Any:
         from lightning.pytorch.loggers import TensorBoardLogger
     except ImportError:
         return None
+    if int(getattr(trainer, "global_rank", 0) or 0) != 0:  # ranks > 0 get a stand-in that writes nothing
+        return None
     for logger in getattr(trainer, "loggers", None) or []:
         if isinstance(logger, TensorBoardLogger):
             writer = logger.experiment
-            return writer if hasattr(writer, "add_scalar") else None
+            return writer if hasattr(writer, "add_scalar") and type(writer).__name__ != "_DummyExperiment" else None
     return None
 
 
