@@ -79,6 +79,10 @@ def test_findings_go_to_the_signalchain_logger(tmp_path, caplog) -> None:
     with caplog.at_level(logging.WARNING, logger="signalchain"):
         run(LiveSession(out_dir=None, tensorboard=False))
     assert any("nonfinite.first" in r.getMessage() for r in caplog.records)
+    # one clean line: the level is the severity, the logger's name says signalchain (issue 25)
+    line = next(r for r in caplog.records if "nonfinite.first" in r.getMessage())
+    assert line.name == "signalchain" and line.levelname == "ERROR"
+    assert line.getMessage().startswith("nonfinite.first @ ") and "[error]" not in line.getMessage()
 
 
 def test_without_skipping_the_update_goes_through(tmp_path) -> None:

@@ -58,8 +58,11 @@ class Reporting:
             else:
                 self.findings.append(finding)
         try:
-            self.log.log(_LEVEL.get(finding.severity, logging.WARNING), "signalchain: %s [%s] @ %s: %s",
-                         finding.id, finding.severity.value, finding.stage, finding.message)
+            # the level is the severity and the logger's name says signalchain: neither is repeated (a
+            # trainer's "%(levelname)s - %(name)s - %(message)s" read "ERROR - signalchain - signalchain: … [error]")
+            own = self.log.name.split(".")[0] == "signalchain"
+            self.log.log(_LEVEL.get(finding.severity, logging.WARNING), "%s%s @ %s: %s", "" if own else "signalchain ",
+                         finding.id, finding.stage or "—", finding.message)
         except Exception:
             pass
         self._write()
@@ -74,7 +77,7 @@ class Reporting:
                 write_json(self.out_dir / name, list(self.findings), source=self.source, rank=self.rank,
                            skipped_steps=self.skipped_steps)
         except Exception as exc:  # a full disk must not end the run; the log still has every finding
-            self.log.error("signalchain: could not write %s: %s", self.out_dir / name, exc)
+            self.log.error("could not write %s: %s", self.out_dir / name, exc)
 
     def _internal(self, where: str, exc: BaseException) -> None:
         key = (where, f"{type(exc).__name__}: {exc}"[:200])
