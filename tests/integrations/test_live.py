@@ -85,6 +85,27 @@ def test_findings_go_to_the_signalchain_logger(tmp_path, caplog) -> None:
     assert line.getMessage().startswith("nonfinite.first @ ") and "[error]" not in line.getMessage()
 
 
+def test_a_monitor_finding_speaks_the_trainers_step_numbering() -> None:
+    """optim.step_skipped said "step 1" while its evidence said step 0 (issue 25): the message and
+    the evidence both give the trainer's step."""
+    session = LiveSession(out_dir=None, tensorboard=False)
+    model = Tiny(0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)  # a zero rate: the update changes nothing
+    session.attach(model, opt, replay=lambda m, b: m(**b)["loss"])
+    data = examples(2, None, 0)
+    for step in range(2):
+        batch = collate(data[step * 4:(step + 1) * 4])
+        session.begin_step(step, batch)
+        out = model(**batch)
+        out["loss"].backward()
+        session.before_optimizer(step, out["loss"])
+        opt.step()
+        opt.zero_grad()
+        session.end_step(step)
+    (skipped,) = [f for f in session.close() if f.id == "optim.step_skipped"]
+    assert skipped.evidence["step"] == 0 and skipped.message.startswith("step 0:"), skipped.message
+
+
 def test_without_skipping_the_update_goes_through(tmp_path) -> None:
     _, _, verdicts, moved, _ = run(LiveSession(out_dir=None, tensorboard=False, skip_nonfinite=False))
     assert verdicts[BAD] is False and moved[BAD] is True

@@ -38,9 +38,13 @@ class Reporting:
 
     def _from_monitor(self, finding: Finding) -> None:
         """The Monitor counts its own steps; the evidence says the trainer's."""
-        if self._step is not None and finding.evidence.get("step") != self._step:
-            evidence = {**finding.evidence, "monitor_step": finding.evidence.get("step"), "step": self._step}
-            finding = dataclasses.replace(finding, evidence=evidence)
+        own = finding.evidence.get("step")
+        if self._step is not None and own != self._step:
+            evidence = {**finding.evidence, "monitor_step": own, "step": self._step}
+            message = finding.message  # one numbering: a message opening with the Monitor's count says the trainer's
+            if own is not None and message.startswith(f"step {own}:"):
+                message = f"step {self._step}:" + message[len(f"step {own}:"):]
+            finding = dataclasses.replace(finding, evidence=evidence, message=message)
         self._add(finding)
 
     def _add(self, finding: Finding) -> None:
