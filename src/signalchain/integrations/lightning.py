@@ -38,7 +38,7 @@ def _tensorboard_writer(trainer: Any) -> Any:
     for logger in getattr(trainer, "loggers", None) or []:
         if isinstance(logger, TensorBoardLogger):
             writer = logger.experiment
-            return writer if hasattr(writer, "add_scalar") and type(writer).__name__ != "_DummyExperiment" else None
+            return writer if hasattr(writer, "add_scalar") else None
     return None
 
 
