@@ -278,3 +278,101 @@ def test_a_non_finite_value_that_reaches_no_tap_is_a_dead_end_not_the_first() ->
     ev = first_born(report)
     assert ev is not None and ev.op != "aten.log.default" and ev.reached == "loss"
     assert any(e.kind == "dead end" and e.op == "aten.log.default" for e in report.events)
+
+
+# ---- the origin is what reaches the loss or the gradients, with no tap to help --------------------
+
+def _bucket_dead_end() -> torch.Tensor:
+    """T5's relative-position bucket: log(0) = -inf on every forward, cast to an integer bucket."""
+    rel = torch.arange(-3, 4).abs().float()
+    return (torch.log(rel / 2) * 4).clamp(min=-8).long()
+
+
+def untapped(kind: str):
+    """A loop with no `tap` at all: only the loss and the gradients can tell the cause from a dead end."""
+    def step(model: nn.Module, batch: dict) -> torch.Tensor:
+        x = batch["x"]
+        bias = _bucket_dead_end().sum().float() * 0
+        logits = model(x[:, :5]) + bias  # column 5 is a pad the model never reads
+        if kind == "empty_labels":  # every target ignored, per head, summed as HF's MusicGen sums codebooks
+            loss = torch.zeros(())
+            for _ in range(3):
+                loss += nn.functional.cross_entropy(logits, torch.full_like(batch["y"], -100))
+            return loss / 3
+        if kind == "where":  # log(0) hidden by `where` in the forward, not in its gradient
+            p = torch.softmax(logits, -1)[:, 0]
+            keep = batch["y"] != 0
+            safe = torch.where(keep, torch.log(p * keep), torch.zeros_like(p))
+            return nn.functional.cross_entropy(logits, batch["y"]) - 0.1 * safe.mean()
+        return nn.functional.cross_entropy(logits, batch["y"])
+    return step
+
+
+def tiny_batch(inf_row: int | None = None, nan_pad: bool = False) -> dict:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(6, 6, generator=g)
+    if nan_pad:
+        x[:, 5] = float("nan")  # a pad column the step never reads
+    if inf_row is not None:
+        x[inf_row, 1] = float("inf")
+    return {"x": x, "y": torch.tensor([0, 1, 2, 0, 1, 2])}
+
+
+def untapped_replay(kind: str, batch: dict):
+    model = TinyPipeline().build_model(0)
+    return locate(None, model, batch, step=untapped(kind))
+
+
+def test_the_verdict_is_the_value_that_reaches_the_loss_not_the_first_non_finite_one() -> None:
+    report = untapped_replay("empty_labels", tiny_batch())
+    found = {f.id: f for f in judge_locate(report)}
+    first = found["nonfinite.first"]
+    assert first.evidence["op"].startswith("aten.nll_loss") and first.evidence["cause"] == "empty_reduction"
+    assert "ignore index -100" in first.message
+    benign = found["nonfinite.benign"]
+    assert benign.severity.value == "info" and benign.evidence["op"] == "aten.log.default"
+
+
+def test_every_term_summed_in_place_carries_its_own_nan_to_the_loss() -> None:
+    report = untapped_replay("empty_labels", tiny_batch())
+    nll = [e for e in report.events if e.op.startswith("aten.nll_loss")]
+    assert len(nll) == 3 and all(e.kind == "born" and e.reached == "loss" for e in nll)
+
+
+def test_a_log_hidden_by_where_in_the_forward_is_named_by_its_nan_gradient() -> None:
+    report = untapped_replay("where", tiny_batch())
+    assert report.loss is not None and report.grads_nonfinite
+    found = {f.id: f for f in judge_locate(report)}
+    assert found["nonfinite.first"].evidence["op"] == "aten.log.default"
+    verdict = report.first()
+    assert verdict.reached == "gradients" and verdict.location and "test_locate.py" in verdict.location
+    assert any(e.kind == "dead end" and e.op == "aten.log.default" for e in report.events)  # the bucket
+
+
+def test_an_inf_in_the_batch_is_the_input_named_by_its_key_and_row() -> None:
+    report = untapped_replay("clean", tiny_batch(inf_row=4))
+    found = {f.id: f for f in judge_locate(report)}
+    assert "nonfinite.first" not in found
+    f = found["nonfinite.input"]
+    assert f.severity.value == "error" and f.evidence["batch_key"] == "batch['x']" and f.evidence["examples"] == [4]
+    assert f.evidence["inf"] == 1 and "1 inf" in f.message
+
+
+def test_a_nan_pad_the_step_never_reads_is_benign_beside_the_real_cause() -> None:
+    report = untapped_replay("empty_labels", tiny_batch(nan_pad=True))
+    found = judge_locate(report)
+    assert [f.id for f in found if f.severity.value == "error"] == ["nonfinite.first", "nonfinite.loss"]
+    assert any(f.id == "nonfinite.benign" and f.evidence["batch_key"] == "batch['x']" for f in found)
+
+
+def test_ranges_quoted_in_a_cause_count_the_inputs_infs() -> None:
+    """A LayerNorm fed a row of inf: the range of its finite inputs is quoted with the infs beside it."""
+    x = torch.randn(4, 128)
+    x[1] = float("inf")
+    from signalchain.probes.tensors import tensor_stats
+    from signalchain.records.numerics import OpEvent
+    ev = OpEvent(order=1, kind="born", op="aten.native_layer_norm.default", phase="forward", module="norm",
+                 stage=None, dtype="float32", shape=[4, 128], nan=128, inf=0, numel=512,
+                 inputs=[tensor_stats(x)], scalars=[1e-5])
+    key, why, _ = likely_cause(ev)
+    assert key == "normalisation" and "plus 128 inf of 512 values" in why

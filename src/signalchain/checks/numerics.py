@@ -116,6 +116,46 @@ def _event_finding(ev: OpEvent, rep: LocateMeasurement) -> Finding:
                 f"{why}.{crash}", CHECK, hint=hint, **evidence)
 
 
+def _input_finding(ev: OpEvent, rep: LocateMeasurement) -> Finding:
+    """The batch held the non-finite values before any code ran, and they reach the loss or gradients."""
+    x = ev.inputs[0] if ev.inputs else {}
+    turned = next((e for e in rep.events if e.kind == "born" and e.order > ev.order and e.reached), None)
+    via = (f"; the first op they make new non-finite values in is {op_name(turned.op)}"
+           + (f" in {turned.module}" if turned.module else "") + f" ({turned.phase})") if turned else ""
+    finite = f" (its finite values from {x['min']:.3g} to {x['max']:.3g})" if "min" in x else ""
+    rows = f" in example(s) {x['examples']}" if x.get("examples") else ""
+    crash = f" The step then raised {rep.error}." if rep.error else ""
+    return make("nonfinite.input", "error", ev.stage,
+                f"non-finite input: {ev.target} holds {ev.nan} NaN and {ev.inf} inf of {ev.numel} values{rows}{finite} "
+                f"before any code ran, and they reach the {ev.reached or 'step'}{via}.{crash}", CHECK,
+                hint=f"check {ev.target} with torch.isfinite where the batch is built (a corrupt file, a cached "
+                     "feature or embedding written from a broken step), and drop or repair the example",
+                cause="input", cause_text=CAUSES["input"], batch_key=ev.target, nan=ev.nan, inf=ev.inf,
+                numel=ev.numel, inputs=ev.inputs, examples=x.get("examples", []), reached=ev.reached,
+                turned_by=turned.op if turned else None,
+                batch_paths=rep.batch_nonfinite, error=rep.error)
+
+
+def _benign(rep: LocateMeasurement) -> list[Finding]:
+    """Non-finite values that no later value carries to the loss or the gradients: context, once per site."""
+    out: list[Finding] = []
+    seen = {(e.op, e.module, e.location or e.target) for e in rep.events if e.kind != "dead end"}
+    for ev in rep.events:
+        site = (ev.op, ev.module, ev.location or ev.target)
+        if ev.kind != "dead end" or site in seen:
+            continue
+        seen.add(site)
+        at = f" at {ev.location}" if ev.location else ""
+        where = ev.target if ev.op == "batch" else f"{op_name(ev.op)}" + (f" in {ev.module}" if ev.module else "") + at
+        out.append(make("nonfinite.benign", "info", ev.stage,
+                        f"{where} made {ev.nan} NaN and {ev.inf} inf of {ev.numel} values that no later value carries "
+                        "to the loss or the gradients (cast to integers, selected away or masked): not the cause",
+                        CHECK, hint="nothing to fix here; the verdict is the non-finite value that reaches the loss",
+                        op=ev.op, module=ev.module, location=ev.location, batch_key=ev.target if ev.op == "batch"
+                        else None, nan=ev.nan, inf=ev.inf, numel=ev.numel))
+    return out
+
+
 def _stage_finding(st: StageStatus, rep: LocateMeasurement) -> Finding:
     floats = [s for s in rep.stages if s.kind == "float" and s.order < st.order]
     previous = floats[-1] if floats else None
@@ -154,10 +194,16 @@ def judge_locate(rep: LocateMeasurement) -> list[Finding]:
     if not serious and shown is None:
         return []
     first = rep.first()
+    if first is not None and first.kind == "input" and not first.reached and (
+            rep.error or rep.first(("born", "state")) is not None):
+        first = rep.first(("born", "state"))  # not seen reaching anything: the batch is a suspect, not the verdict
     if first is not None and first.phase != "forward" and _scale_overflow(rep):
         first = None  # the loss scale overflowed the gradients: the scaler's business (precision family)
     out: list[Finding] = []
-    if first is not None and (shown is None or first.order < shown.order):
+    if first is not None and first.kind == "input":
+        out.append(_input_finding(first, rep))
+        origin = f"{first.target} in the batch"
+    elif first is not None and (shown is None or first.order < shown.order):
         out.append(_event_finding(first, rep))
         origin = _short(first, None)
     elif shown is not None:
@@ -180,7 +226,7 @@ def judge_locate(rep: LocateMeasurement) -> list[Finding]:
                         f"the loss is {rep.loss}. The first non-finite value is upstream: {origin}.", CHECK,
                         hint="fix the first non-finite value, not the loss; keep a finiteness check on the loss "
                              "before optimizer.step (signalchain.Monitor)", loss=rep.loss))
-    return out
+    return out + _benign(rep)
 
 
 def judge_numerics(rep: NumericsMeasurement) -> list[Finding]:

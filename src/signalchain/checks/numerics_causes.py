@@ -52,6 +52,12 @@ def _num(x: Any, fmt: str = ".3g") -> str:
     return format(x, fmt) if isinstance(x, (int, float)) and math.isfinite(x) else str(x)
 
 
+def _plus(x: dict[str, Any]) -> str:
+    """What a range of finite values leaves out: the input's own NaN and inf, counted."""
+    bad = [f"{x[k]} {name}" for k, name in (("inf", "inf"), ("nan", "NaN")) if x.get(k)]
+    return f" (plus {' and '.join(bad)} of {x.get('numel')} values)" if bad else ""
+
+
 def _first_float(inputs: list[dict[str, Any]]) -> dict[str, Any]:
     return next((i for i in inputs if "nan" in i), {})
 
@@ -97,22 +103,24 @@ def likely_cause(ev: OpEvent) -> tuple[str, str, str]:
                 "after the softmax")
     if low and ev.fp32_finite:
         return ("low_precision", f"the same `{name}` on float32 inputs is finite: {ev.dtype} overflowed "
-                f"(largest {ev.dtype} value {_num(_MAX.get(ev.dtype))}; inputs up to {_num(x.get('abs_max'))})",
+                f"(largest {ev.dtype} value {_num(_MAX.get(ev.dtype))}; "
+                f"inputs up to {_num(x.get('abs_max'))}{_plus(x)})",
                 "compute this op in float32 (cast its inputs with .float(), or wrap it in "
                 "torch.autocast(enabled=False)) and cast back afterwards")
     if name in _EXP or (fwd in _EXP and ev.phase == "backward"):
         limit = _LOG_MAX.get(x.get("dtype", ev.dtype), 88.72)
         return ("exp_overflow", f"exp of values up to {_num(x.get('max'))} > ln(max {x.get('dtype', ev.dtype)}) = "
-                f"{limit}", "keep the exponent bounded (clamp it, or use logsumexp / log_softmax); a log-space "
+                f"{limit}{_plus(x)}",
+                "keep the exponent bounded (clamp it, or use logsumexp / log_softmax); a log-space "
                 "parameter must be initialised with log(value), not the value")
     if name in _LOG:
         return ("log_domain", f"log of values down to {_num(x.get('min'))} ({_num(x.get('zero_fraction', 0), '.1%')} "
-                f"exact zeros, {_num(x.get('negative_fraction', 0), '.1%')} negative)",
+                f"exact zeros, {_num(x.get('negative_fraction', 0), '.1%')} negative){_plus(x)}",
                 "use torch.xlogy for 0·log 0, log(x.clamp_min(eps)), or log_softmax instead of log(softmax)")
     if name in _NORM or fwd in _NORM or (name in ("sqrt", "rsqrt") and (x.get("min") or 0) < 0):
         eps = next((s for s in ev.scalars if isinstance(s, float)), None)
         rows = f"{x.get('constant_rows')} of {x.get('rows')} rows are constant (variance 0)" if x.get("constant_rows") \
-            else f"inputs from {_num(x.get('min'))} to {_num(x.get('max'))}"
+            else f"inputs from {_num(x.get('min'))} to {_num(x.get('max'))}{_plus(x)}"
         return (
             "normalisation",
             f"normalisation statistics are invalid: {rows}" + (f", eps = {eps}" if eps is not None else ""),
@@ -132,7 +140,7 @@ def likely_cause(ev: OpEvent) -> tuple[str, str, str]:
     if ev.phase == "backward" and ev.inf and not ev.nan:
         return (
             "huge_update",
-            f"gradients overflow in the backward of `{fwd or name}` (inputs up to {_num(x.get('abs_max'))})",
+            f"gradients overflow in the backward of `{fwd or name}` (inputs up to {_num(x.get('abs_max'))}{_plus(x)})",
             "clip gradients, lower the learning rate or the loss scale, and look for a layer with huge activations",
         )
     if low:
@@ -141,6 +149,10 @@ def likely_cause(ev: OpEvent) -> tuple[str, str, str]:
     if ev.inf:
         return ("overflow", f"`{name}` produced inf from finite inputs up to {_num(x.get('abs_max'))}",
                 "find why the values grow this large (learning rate, a missing normalisation, a scale)")
+    carried = [i for i in floats if i.get("inf") or i.get("nan")]
+    if carried:
+        return ("overflow", f"`{name}` made NaN from inputs that already hold {carried[0].get('inf', 0)} inf "
+                "(inf - inf or 0 × inf)", "find where the inf came from: the input's own origin is upstream")
     return ("unknown", f"`{name}` produced NaN from finite inputs", "print its inputs at the location given")
 
 

@@ -255,6 +255,8 @@ class LiveSession(Reporting, StepScalars, Watching):
         if self.monitor is None:
             return True
         judged = self._step_loss(loss)
+        if self._replay_batch is not None:  # the replay (and the locator's scan of the inputs) sees this batch
+            self.monitor.use_batch(self._replay_batch)
         ok = self.monitor.check(judged, grad_norm)
         if not ok and self.skip_nonfinite and self._guard is not None:
             self._guard.skip_next = True

@@ -182,6 +182,11 @@ class Monitor:
         except Exception:
             pass
 
+    def use_batch(self, batch: Any) -> None:
+        """The batch this step trained on, when the loop hands it over only after the forward (a trainer
+        callback reads it from a forward hook): the replay runs on it."""
+        self._batch = batch
+
     def _begin(self, batch: Any) -> None:
         self._batch, self._checked, self._updated, self._before, self._stepped = batch, False, True, None, 0
         self._rng = self._state = None  # never a previous step's: a replay from them would be wrong

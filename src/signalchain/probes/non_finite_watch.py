@@ -50,6 +50,14 @@ def _maybe_nonfinite(t: torch.Tensor) -> bool:
     return not math.isfinite(float(t.detach().sum(dtype=torch.float32)))
 
 
+def _bad_rows(t: torch.Tensor, n: int = 16) -> list[int]:
+    """The batch rows (first dimension) holding a non-finite value, the first `n` of them."""
+    if t.dim() == 0:
+        return []
+    rows = (~torch.isfinite(t.detach())).reshape(t.shape[0], -1).any(-1)
+    return [int(i) for i in rows.nonzero().flatten()[:n]]
+
+
 def _flags(t: torch.Tensor) -> tuple[bool, bool]:
     return bool(torch.isnan(t).any()), bool(torch.isinf(t).any())
 
@@ -87,7 +95,7 @@ class NonFiniteWatch(Probe, TorchDispatchMode):
         self.in_optimizer = False
         self.backward_seen = False
         self.failures: list[str] = []
-        self._pending: list[tuple[torch.Tensor, tuple[str, str, int]]] = []
+        self._pending: list[tuple[torch.Tensor, tuple[str, str, int, int]]] = []
         self._kept: dict[tuple[str, str], int] = {}
         self._first_bad: int | None = None  # counter of the first born/state event
         self._born: dict[int, tuple[OpEvent, torch.Tensor]] = {}  # storage -> born event, until cleaned
@@ -160,6 +168,26 @@ class NonFiniteWatch(Probe, TorchDispatchMode):
                 if self._first_bad is None:
                     self._first_bad = self.counter
 
+    def seed_inputs(self, items: list[tuple[str, torch.Tensor]]) -> None:
+        """Non-finite tensors the batch holds before any code ran: each is an `input` event whose
+        values are followed like a born one's, so that the verdict is the batch when they reach the
+        loss, and a masked-away NaN pad is told from the cause when they do not."""
+        for path, t in items:
+            ev = OpEvent(order=self.counter, kind="input", op="batch", phase="forward", module="", stage=None,
+                         dtype=str(t.dtype).removeprefix("torch."), shape=list(t.shape),
+                         nan=int(torch.isnan(t).sum()), inf=int(torch.isinf(t).sum()), numel=t.numel(),
+                         inputs=[{**tensor_stats(t), "examples": _bad_rows(t)}], target=path)
+            self.events.append(ev)
+            self._lineage[t.untyped_storage().data_ptr()] = (ev,)
+
+    def reach(self, stage: str, value: Any) -> None:
+        """`value` is what the step gave back (its loss, the gradients): the events it carries reach it."""
+        with self.ours():
+            try:
+                self._reach(stage, value)
+            except Exception as exc:  # never break the step we watch
+                self.failures.append(f"reach {stage}: {type(exc).__name__}: {exc}")
+
     def _inherited(self, tensors: list[torch.Tensor]) -> tuple[OpEvent, ...]:
         if not self._lineage:
             return ()
@@ -170,8 +198,15 @@ class NonFiniteWatch(Probe, TorchDispatchMode):
         return tuple(found.values())
 
     def finish(self) -> None:
-        """Forward events that reached no tap, when another event did, are dead ends (see OpEvent)."""
-        born = [e for e in self.events if e.kind == "born" and e.phase == "forward"]
+        """Forward events (births and non-finite inputs) that reached neither a tap, the loss nor the
+        gradients, when another event did, are dead ends (see OpEvent). A NaN born in the backward of a
+        forward op (a `where` that hides log(0) in the forward but not in its gradient) counts as that
+        op's value reaching the gradients."""
+        born = [e for e in self.events if e.kind in ("born", "input") and e.phase == "forward"]
+        sites = {e.forward_order for e in self.events if e.kind == "born" and e.phase == "backward"}
+        for e in born:
+            if e.reached is None and e.order in sites:
+                e.reached = "gradients"
         if any(e.reached for e in born):
             for e in born:
                 if e.reached is None:
@@ -244,7 +279,8 @@ class NonFiniteWatch(Probe, TorchDispatchMode):
         outs = _floats(out)
         phase = self.phase()
         if phase == "forward" and outs and torch.is_grad_enabled():
-            self._pending = [(t, (str(func), self.modules[-1] if self.modules else "", self.taps)) for t in outs]
+            site = (str(func), self.modules[-1] if self.modules else "", self.taps, self.counter)
+            self._pending = [(t, site) for t in outs]
         if self.stopped or (self._first_bad is not None and self.counter - self._first_bad > _CONTEXT_OPS):
             self.stopped = True
             return
@@ -269,8 +305,12 @@ class NonFiniteWatch(Probe, TorchDispatchMode):
             kind = "state"  # read a non-finite parameter / buffer / moment
         elif pre and any(a or b for a, b in pre) and any(i in written for _, i, _ in named):
             kind = "state"  # updated a moment that was already non-finite
-        else:  # a non-finite value travelling on: not news, but its lineage goes on
-            inherited = self._inherited(ins)
+        else:
+            kind = "carried"
+        # an in-place op's target carried its own lineage in (`loss += term` keeps every term's)
+        carried = ins + [t for i in written if i < len(args) for t in _floats(args[i])]
+        if kind == "carried":  # a non-finite value travelling on: not news, but its lineage goes on
+            inherited = self._inherited(carried)
             if inherited and len(self._lineage) < 100_000:
                 for t in bad:
                     self._lineage[t.untyped_storage().data_ptr()] = inherited
@@ -289,8 +329,11 @@ class NonFiniteWatch(Probe, TorchDispatchMode):
             self._first_bad = self.counter
         ev = self._event(func, args, kwargs, bad, kind, phase, target, bool(written))
         self.events.append(ev)
+        if kind == "born" and phase != "forward":  # made from values carrying earlier events: those reach the gradients
+            for earlier in self._inherited(carried):
+                earlier.reached = earlier.reached or "gradients"
         if kind == "born" and phase == "forward":  # NaN from an inf born earlier: both carry on here
-            lineage = self._inherited(ins) + (ev,)
+            lineage = self._inherited(carried) + (ev,)
             for t in bad:
                 self._lineage[t.untyped_storage().data_ptr()] = lineage
         if kind == "born" and len(self._born) < 8:
@@ -316,6 +359,7 @@ class NonFiniteWatch(Probe, TorchDispatchMode):
             ev.forward_op = type(node).__name__ if node is not None else None
             if info is not None:
                 ev.forward_op, ev.module, ev.tap_index = f"{info[0]} ({type(node).__name__})", info[1], info[2]
+                ev.forward_order = info[3]
         elif phase == "forward" and self.locations:
             ev.location = user_location()
         if kind == "born" and first.dtype in _LOW and not inplace:

@@ -22,9 +22,11 @@ class OpEvent:
           "state" — a parameter, buffer or optimizer moment fed the op a non-finite value;
           "fill"  — a deliberate fill with a non-finite constant (masked_fill(-inf), full(nan));
           "transient" — born, then made finite again in place by the code itself (a guarded division);
-          "dead end"  — born in the forward, but no later value carries it to a tap while another
-                        event's value does (T5's log of a zero relative position, cast to an integer
-                        bucket: by design, and harmless).
+          "input" — the batch held this tensor's non-finite values before any code ran (op "batch",
+                    target its path in the batch);
+          "dead end"  — born in the forward (or an input), but no later value carries it to a tap, the
+                        loss or the gradients while another event's value does (T5's log of a zero
+                        relative position, cast to an integer bucket: by design, and harmless).
     """
 
     order: int  # event counter, shared with the taps
@@ -41,11 +43,12 @@ class OpEvent:
     inputs: list[dict[str, Any]] = field(default_factory=list)  # statistics of each tensor input
     scalars: list[Any] = field(default_factory=list)  # non-tensor arguments (eps, fill values…)
     forward_op: str | None = None  # backward events: the forward op whose gradient this is
+    forward_order: int | None = None  # backward events: that forward op's `order`
     target: str | None = None  # the parameter / optimizer moment written (or read, kind "state")
     fp32_finite: bool | None = None  # low-precision ops: the same op on float32 inputs is finite
     location: str | None = None  # user file:line of forward ops (when cheap to know)
     tap_index: int = 0  # number of taps made before this op (its stage is a tap at or after it)
-    reached: str | None = None  # the first tapped stage whose value carries this event's non-finite values
+    reached: str | None = None  # the first tap ("loss", "gradients") whose value carries this event's values
 
 
 @dataclass
@@ -87,7 +90,7 @@ class LocateMeasurement:
     phases: list[str] = field(default_factory=list)  # phases in which some op output was not finite
     seconds: float = 0.0
 
-    def first(self, kinds: tuple[str, ...] = ("born", "state")) -> OpEvent | None:
+    def first(self, kinds: tuple[str, ...] = ("input", "born", "state")) -> OpEvent | None:
         return next((e for e in self.events if e.kind in kinds), None)
 
     def stage(self, name: str) -> StageStatus | None:

@@ -26,7 +26,7 @@ from ...probes.stage_watch import StageWatch
 from ...records.numerics import LocateMeasurement
 from ...trace import Tap, redirect
 from ..optimisation._train import autocast_for, no_tap, update_step
-from .state import scan_batch, state_names
+from .state import nonfinite_tensors, scan_batch, state_names
 
 __all__ = ["locate", "forward_backward"]
 
@@ -89,6 +89,7 @@ def locate(pipeline: Pipeline | None, model: torch.nn.Module, batch: Any, optimi
     out: Any = None
     error = None
     scaled = optimizer is not None and getattr(pipeline, "scaler", None) is not None
+    watch.seed_inputs(nonfinite_tensors(batch))
     with NonFiniteGrads(model, pause=watch.ours).attached_to() as grads:
         try:
             with watch.active(model):
@@ -103,6 +104,7 @@ def locate(pipeline: Pipeline | None, model: torch.nn.Module, batch: Any, optimi
                     out = update_step(pipeline, model, optimizer, batch, watched_tap)
                 else:
                     out = forward_backward(pipeline, model, batch, watched_tap)
+                _reach_ends(watch, out, model)
         except Exception as exc:  # the step may refuse the bad value it made: keep what was seen before
             error = _where(exc)
         finally:
@@ -136,6 +138,14 @@ def locate(pipeline: Pipeline | None, model: torch.nn.Module, batch: Any, optimi
         report.unscaled_grads_finite = _unscaled_probe(pipeline, model, batch, restore)
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _reach_ends(watch: NonFiniteWatch, out: Any, model: torch.nn.Module) -> None:
+    """Which non-finite values reached the loss and the gradients: the origin is the first of those,
+    not the first non-finite value anywhere (T5 makes a harmless -inf on every forward)."""
+    if out is not None and isinstance(out.loss, torch.Tensor):
+        watch.reach("loss", out.loss)
+    watch.reach("gradients", [q.grad for q in model.parameters() if q.grad is not None])
 
 
 def _loss_value(out: Any) -> float | None:

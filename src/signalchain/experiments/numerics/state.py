@@ -10,6 +10,7 @@ import copy
 import dataclasses
 import math
 import random
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ import torch
 
 from ...records.numerics import StateIssue, StateScan
 
-__all__ = ["scan_state", "scan_batch", "state_names", "moment_name", "Snapshot", "HUGE"]
+__all__ = ["scan_state", "scan_batch", "nonfinite_tensors", "state_names", "moment_name", "Snapshot", "HUGE"]
 
 HUGE = 1e4  # |x| beyond this in a weight or a moment is absurd for a trained network of unit-scale activations
 _SQUARED = ("exp_avg_sq", "max_exp_avg_sq", "square_avg", "sum", "exp_inf")  # moments that cannot be negative
@@ -88,29 +89,39 @@ def scan_state(model: torch.nn.Module, optimizer: Any = None, updates: int = 0) 
     return StateScan(updates=updates, issues=issues, params=sum(1 for _ in model.parameters()), optimizer_tensors=n_opt)
 
 
-def scan_batch(batch: Any, path: str = "batch", depth: int = 0) -> list[str]:
-    """Paths of the floating arrays/tensors inside a batch that hold a non-finite value."""
+def _leaves(batch: Any, path: str = "batch", depth: int = 0) -> Iterator[tuple[str, Any]]:
+    """(path, value) of every tensor, array and float inside a batch (dataclasses, dicts, sequences)."""
     if depth > 4:
-        return []
-    if isinstance(batch, torch.Tensor):
-        ok = not batch.is_floating_point() or batch.numel() == 0 or bool(torch.isfinite(batch).all())
-        return [] if ok else [path]
-    if isinstance(batch, np.ndarray):
-        ok = batch.dtype.kind != "f" or bool(np.isfinite(batch).all())
-        return [] if ok else [path]
-    if isinstance(batch, float):
-        return [] if math.isfinite(batch) else [path]
-    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
-        return [
-            p
-            for f in dataclasses.fields(batch)
-            for p in scan_batch(getattr(batch, f.name), f"{path}.{f.name}", depth + 1)
-        ]
-    if isinstance(batch, dict):
-        return [p for k, v in batch.items() for p in scan_batch(v, f"{path}[{k!r}]", depth + 1)]
-    if isinstance(batch, (list, tuple)):
-        return [p for i, v in enumerate(batch[:4096]) for p in scan_batch(v, f"{path}[{i}]", depth + 1)]
-    return []
+        return
+    if isinstance(batch, (torch.Tensor, np.ndarray, float)):
+        yield path, batch
+    elif dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        for f in dataclasses.fields(batch):
+            yield from _leaves(getattr(batch, f.name), f"{path}.{f.name}", depth + 1)
+    elif isinstance(batch, Mapping):
+        for k, v in batch.items():
+            yield from _leaves(v, f"{path}[{k!r}]", depth + 1)
+    elif isinstance(batch, (list, tuple)):
+        for i, v in enumerate(batch[:4096]):
+            yield from _leaves(v, f"{path}[{i}]", depth + 1)
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, torch.Tensor):
+        return not value.is_floating_point() or value.numel() == 0 or bool(torch.isfinite(value).all())
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind != "f" or bool(np.isfinite(value).all())
+    return math.isfinite(value)
+
+
+def scan_batch(batch: Any) -> list[str]:
+    """Paths of the floating arrays/tensors inside a batch that hold a non-finite value."""
+    return [p for p, v in _leaves(batch) if not _finite(v)]
+
+
+def nonfinite_tensors(batch: Any) -> list[tuple[str, torch.Tensor]]:
+    """(path, tensor) of the torch tensors inside a batch that hold a non-finite value."""
+    return [(p, v) for p, v in _leaves(batch) if isinstance(v, torch.Tensor) and not _finite(v)]
 
 
 @dataclasses.dataclass
