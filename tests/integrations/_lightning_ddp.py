@@ -5,11 +5,14 @@
 Lightning's "ddp" strategy starts rank 1 by running this same script again (LOCAL_RANK=1), so
 everything a rank needs is decided here from the scenario and the rank. Each rank writes
 OUT_DIR/rank<R>.json: its callback's findings (rank 0's include what the rank watch gathered).
-Scenarios, each fault injected for real on rank 1:
+The model holds a registered buffer (a causal mask, as music LMs do), so DDP broadcasts it at the
+start of every forward (a collective inside forward), and the trainer keeps Lightning's default
+logger (on ranks > 0 a stand-in). Scenarios, each fault injected for real on rank 1:
   clean      nothing
   straggler  rank 1's dataset sleeps 40 ms per item fetched (its loader section)
   nudge      rank 1 adds 1e-3 to `net.2.weight` after step 6's update
   blocked    rank 1 blocks in training_step at step 9, forever (the watchdog of rank 0 names it)
+  nan        rank 1's training_step takes the log of a negative input at step 7 (NaN from its batch)
 A hang scenario writes its result once a `dist.*` finding is in (or a deadline passes), waits
 (bounded) until every rank has written, and leaves with os._exit: the ranks are hung by design.
 """
@@ -28,7 +31,7 @@ import torch.distributed as dist
 
 from signalchain.integrations.lightning import SignalchainCallback
 
-STEPS, EVERY, NUDGE_STEP, HANG_STEP = 30, 5, 6, 9
+STEPS, EVERY, NUDGE_STEP, HANG_STEP, NAN_STEP = 30, 5, 6, 9, 7
 WATCHDOG_S = 1.5
 SCENARIO, OUT = sys.argv[1], sys.argv[2]
 RANK = int(os.environ.get("LOCAL_RANK", "0"))  # set by Lightning for the rank it starts
@@ -54,12 +57,15 @@ class Net(pl.LightningModule):
         super().__init__()
         torch.manual_seed(0)
         self.net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
+        self.register_buffer("causal", torch.tril(torch.ones(4, 4)))  # DDP broadcasts it in every forward
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         if SCENARIO == "blocked" and self.global_rank == 1 and self.global_step == HANG_STEP:
             time.sleep(600)  # blocks past every timeout; the report thread ends the process
         x, y = batch
-        return torch.nn.functional.mse_loss(self.net(x), y)
+        if SCENARIO == "nan" and self.global_rank == 1 and self.global_step == NAN_STEP:
+            x = torch.log(x - 10.0)  # every input is below 10: NaN, from this rank's batch only
+        return torch.nn.functional.mse_loss(self.net(x) @ self.causal, y)
 
     def on_train_batch_end(self, outputs: object, batch: object, batch_idx: int) -> None:
         session = CALLBACK[0].session if CALLBACK else None
@@ -97,13 +103,13 @@ def report_when_found(cb: SignalchainCallback) -> None:
 
 def main() -> None:
     torch.set_num_threads(1)
-    cb = SignalchainCallback(out_dir=os.path.join(OUT, "live"), every=EVERY, tensorboard=False, golden=False,
+    cb = SignalchainCallback(out_dir=os.path.join(OUT, "live"), every=EVERY, golden=False,
                              watchdog_timeout=WATCHDOG_S, first_timeout=60.0)
     CALLBACK.append(cb)
     if SCENARIO == "blocked":
         threading.Thread(target=report_when_found, args=(cb,), daemon=True).start()
     loader = torch.utils.data.DataLoader(Items(STEPS * 4 * 2), batch_size=4)
-    trainer = pl.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_steps=STEPS, logger=False,
+    trainer = pl.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_steps=STEPS,
                          enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                          callbacks=[cb], default_root_dir=OUT)
     trainer.fit(Net(), loader)
