@@ -13,7 +13,9 @@ round by round in the same processes:
   check     RankWatch(check_collectives=True): also each Python-level collective's op, dtypes and sizes
             compared across ranks through the store before it runs
 The time of a step is wall time from one step's start to the next's; median over the steps after
-the first 5 of every round, then the median over rounds. Rank 0 prints the table.
+the first 5 of every round, then the median over rounds. Each round also times 300 back-to-back
+all-reduces of one float on every rank (the latency a check adds to one collective, the step's own
+work left out). Rank 0 prints the table.
 """
 
 from __future__ import annotations
@@ -79,15 +81,34 @@ def _round(config: str, rank: int, steps: int, width: int) -> list[float]:
     return times[5:]
 
 
+def _per_collective(config: str, n: int = 300) -> float:
+    """Seconds per all_reduce of one float, all ranks calling it back to back (the check's latency)."""
+    from signalchain.monitor.distributed import RankWatch
+
+    rw = None if config == "bare" else RankWatch(torch.nn.Linear(2, 2), every=10**9,
+                                                 check_collectives=config == "check")
+    t = torch.ones(1)
+    dist.barrier()
+    start = time.perf_counter()
+    for _ in range(n):
+        dist.all_reduce(t)
+    took = (time.perf_counter() - start) / n
+    if rw is not None:
+        rw.close()
+    return took
+
+
 def _worker(rank: int, world: int, port: int, args: argparse.Namespace, out: str) -> None:
     torch.set_num_threads(1)  # a TCPStore, as torchrun and Lightning use (a FileStore is far slower per key)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=60))
     med: dict[str, list[float]] = {c: [] for c in CONFIGS}
+    per: dict[str, list[float]] = {c: [] for c in CONFIGS}
     for _ in range(args.rounds):
         for config in CONFIGS:
             dist.barrier()
             med[config].append(statistics.median(_round(config, rank, args.steps, args.width)))
+            per[config].append(_per_collective(config))
     if rank == 0:
         bare = statistics.median(med["bare"])
         lines = [f"world {world}, width {args.width}, {args.steps} steps x {args.rounds} rounds "
@@ -95,7 +116,8 @@ def _worker(rank: int, world: int, port: int, args: argparse.Namespace, out: str
         for config in CONFIGS:
             m = statistics.median(med[config])
             lines.append(f"{config:7s} median step {m * 1e3:8.3f} ms  {m / bare:5.3f}x  "
-                         f"(rounds: {', '.join(f'{v * 1e3:.2f}' for v in med[config])})")
+                         f"(rounds: {', '.join(f'{v * 1e3:.2f}' for v in med[config])});  one all_reduce "
+                         f"of 1 float: {statistics.median(per[config]) * 1e6:7.1f} us")
         with open(out, "w") as fh:
             fh.write("\n".join(lines) + "\n")
     dist.destroy_process_group()

@@ -113,3 +113,15 @@ def test_a_nan_from_rank_1s_batch_is_located_in_rank_0s_findings(tmp_path: Path)
         assert len(own) == 1 and own[0]["evidence"]["origin_ranks"] == [1], own
         assert "rank 1's batch" in own[0]["message"] and "replay=" not in own[0]["hint"]
     assert res[0]["steps"] == 30  # the update of step 7 was withheld; the run went on
+
+
+def test_a_rank_0_only_all_reduce_is_caught_before_gloo_aborts(tmp_path: Path) -> None:
+    res = _run("reduce0", tmp_path)
+    line = next(i for i, text in enumerate(SCRIPT.read_text().splitlines(), 1) if "a logging reduce under" in text)
+    on_disk = json.loads((tmp_path / "reduce0" / "live" / "findings.json").read_text())
+    for findings in (res[0]["findings"], on_disk["findings"]):
+        [f] = [f for f in findings if f["evidence"].get("kind") == "mismatch"]
+        assert f["id"] == "dist.desync" and f["severity"] == "error"
+        assert f"rank 0 calls all_reduce [1] float32 at {SCRIPT}:{line}" in f["message"]
+        assert "rank 1 calls all_reduce [676] float32" in f["message"]  # DDP's gradient all-reduce
+    assert res[0]["error"].startswith("CollectiveMismatch")  # not gloo's EnforceNotMet
