@@ -6,9 +6,10 @@ Scenarios: "phases" (clean, then rank 1 sleeps in its loader, then rank 1's weig
 one RankWatch each), "extra_allreduce" (rank 1 all-reduces a metric the others never match),
 "blocked" (rank 1 sleeps forever before a step), "barrier" (rank 0 enters a barrier where rank 1
 all-reduces), "rank0_reduce" / "rank0_reduce_buffered" (rank 0 alone all-reduces a logged metric
-after step 9's update, with `check_collectives` on; the buffered model's next forward broadcasts its
-buffer from Python, the other's next collective is DDP's gradient all-reduce from C++). Writes OUT_DIR/rank{R}.json; a hang scenario
-writes once its RankWatch has a `dist.*` finding (or a deadline passes) and leaves with os._exit.
+after step 7's update, with `check_collectives` on; the buffered model's next forward broadcasts its
+buffer from Python, the other's next collective is DDP's gradient all-reduce from C++).
+Writes OUT_DIR/rank{R}.json; a hang scenario writes once its RankWatch has a `dist.*` finding (or
+a deadline passes) and leaves with os._exit.
 """
 
 from __future__ import annotations

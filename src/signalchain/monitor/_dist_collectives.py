@@ -26,6 +26,7 @@ from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
+import torch
 import torch.distributed as dist
 
 from ._dist_timing import run_queue_delay
@@ -44,6 +45,13 @@ _watchers: dict[int, tuple[Any, Callable[[float], None], Any]] = {}
 _local = threading.local()  # depth of timed collectives on this thread (one inside another counts once)
 _lock = threading.Lock()
 _installed = False
+
+
+def _compiling() -> bool:
+    try:
+        return bool(torch.compiler.is_compiling())
+    except Exception:
+        return False
 
 
 def _group_locator(fn: Callable[..., Any], name: str) -> tuple[int, str]:
@@ -77,8 +85,8 @@ def _wrap(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
     @functools.wraps(fn)
     def timed(*args: Any, **kwargs: Any) -> Any:
         watcher = _watchers.get(threading.get_ident())
-        if watcher is None or getattr(_local, "depth", 0):
-            return fn(*args, **kwargs)
+        if watcher is None or getattr(_local, "depth", 0) or _compiling():
+            return fn(*args, **kwargs)  # under torch.compile: traced as torch's own, no graph break of ours
         group = kwargs.get(key) if key in kwargs else (args[at] if 0 <= at < len(args) else None)
         if not _on_group(group, watcher[0]):
             return fn(*args, **kwargs)

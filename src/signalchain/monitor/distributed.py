@@ -19,13 +19,22 @@ Other ranks keep their findings locally and publish them in the store; rank 0 me
 read (in `on_stall` and `close`), deduplicated by fault (`fault_key`): the first finding of a fault
 stays, with `seen` (how many times it was found) and `last_step` added to its evidence.
 
+Time inside the Python-level collectives this thread issues on the watched group (DDP's buffer
+broadcast in every forward, SyncBatchNorm, a metric's all-reduce) is counted in the synchronising
+section "collective", not in the section it ran in (`_dist_collectives`). With
+`check_collectives=True` (or SIGNALCHAIN_CHECK_COLLECTIVES=1) each such collective is first
+compared across ranks (op, dtypes, sizes, the user's line) through the store, and one the ranks
+disagree on is reported (`dist.desync`, kind "mismatch") and raised as `CollectiveMismatch` instead
+of being run (`_dist_check`). `share` / `shared` carry a rank's own findings (a located NaN) to
+rank 0 through the store.
+
 Set `TORCH_FR_BUFFER_SIZE=<n>` (e.g. 64) before `init_process_group` to let a hang name the
 collective each rank waits in (op, sizes, dtypes, from torch's flight recorder, gloo included);
 without it a hang is judged from the sequence numbers and the watchdog's phase and stack.
 
 Without an initialised process group it is a no-op of world 1. Nothing it does raises into the
-run: a failure becomes an `internal.check_failed` finding, and a side exchange that fails (a
-timeout, a dead peer) switches the exchanges off.
+run (except `CollectiveMismatch`, when asked for): a failure becomes an `internal.check_failed`
+finding, and a side exchange that fails (a timeout, a dead peer) switches the exchanges off.
 """
 
 from __future__ import annotations
