@@ -19,7 +19,6 @@ behind), so the store stays small.
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import sys
@@ -156,16 +155,21 @@ class CollectiveCheck:
             raise CollectiveMismatch(f"{found[0].id}: {found[0].message}")
 
     def _read(self, seq: int, r: int, start: float, wall: float) -> CollectiveCall | None:
+        """Poll (a store's timed `wait` logs a warning at every timeout): at once, then backing off to
+        `SLICE_S`; the peer's stall state is looked at every `SLICE_S`."""
         key, stall = f"call/{seq}/{r}", f"stall/{r}"
+        pause, looked = 1e-4, time.monotonic()
         while True:
-            try:
-                self.store.wait([key], datetime.timedelta(seconds=SLICE_S))
+            if self.store.check([key]):
                 return CollectiveCall.from_dict(json.loads(self.store.get(key)))
-            except Exception:  # not there yet (a timeout), or the store is gone
-                pass
-            if self.store.check([stall]):  # the peer is stuck in a collective of its own
-                pending = _from_stall(self.store.get(stall), wall)
-                if pending is not None:
-                    return pending
-            if time.monotonic() - start >= self.wait_s:
+            now = time.monotonic()
+            if now - looked >= SLICE_S:
+                looked = now
+                if self.store.check([stall]):  # the peer is stuck in a collective of its own
+                    pending = _from_stall(self.store.get(stall), wall)
+                    if pending is not None:
+                        return pending
+            if now - start >= self.wait_s:
                 return None
+            time.sleep(pause)
+            pause = min(SLICE_S / 10, pause * 2)
