@@ -34,6 +34,7 @@ from ._dist_timing import run_queue_delay
 __all__ = ["install", "watch", "unwatch"]
 
 _WRAPPED = ("broadcast", "all_reduce", "all_reduce_coalesced", "reduce", "all_gather", "all_gather_into_tensor",
+            "all_gather_single",  # SyncBatchNorm's, off gloo
             "all_gather_object", "all_gather_coalesced", "gather", "gather_object", "scatter",
             "scatter_object_list", "reduce_scatter", "reduce_scatter_tensor", "all_to_all", "all_to_all_single",
             "barrier", "monitored_barrier", "broadcast_object_list", "_broadcast_coalesced")

@@ -121,7 +121,8 @@ class StallView:
 
 # collectives whose tensors must have the same sizes on every rank
 SIZED = frozenset({"broadcast", "all_reduce", "all_reduce_coalesced", "reduce", "all_gather", "all_gather_into_tensor",
-                   "all_gather_coalesced", "reduce_scatter", "reduce_scatter_tensor", "broadcast_coalesced"})
+                   "all_gather_single", "all_gather_coalesced", "reduce_scatter", "reduce_scatter_tensor",
+                   "broadcast_coalesced"})
 
 
 @dataclass
