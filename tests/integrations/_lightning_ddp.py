@@ -5,11 +5,17 @@
 Lightning's "ddp" strategy starts rank 1 by running this same script again (LOCAL_RANK=1), so
 everything a rank needs is decided here from the scenario and the rank. Each rank writes
 OUT_DIR/rank<R>.json: its callback's findings (rank 0's include what the rank watch gathered).
-Scenarios, each fault injected for real on rank 1:
+The model holds a registered buffer (a causal mask, as music LMs do), so DDP broadcasts it at the
+start of every forward (a collective inside forward), and the trainer keeps Lightning's default
+logger (on ranks > 0 a stand-in). Scenarios, each fault injected for real on rank 1:
   clean      nothing
   straggler  rank 1's dataset sleeps 40 ms per item fetched (its loader section)
   nudge      rank 1 adds 1e-3 to `net.2.weight` after step 6's update
   blocked    rank 1 blocks in training_step at step 9, forever (the watchdog of rank 0 names it)
+  nan        rank 1's training_step takes the log of a negative input at step 7 (NaN from its batch)
+  reduce0    rank 0 alone all-reduces its loss for logging at step 7 (`if rank == 0`), with the
+             collective check on (SIGNALCHAIN_CHECK_COLLECTIVES=1): rank 1 goes on to DDP's gradient
+             all-reduce, and the check names both calls instead of gloo aborting
 A hang scenario writes its result once a `dist.*` finding is in (or a deadline passes), waits
 (bounded) until every rank has written, and leaves with os._exit: the ranks are hung by design.
 """
@@ -28,7 +34,7 @@ import torch.distributed as dist
 
 from signalchain.integrations.lightning import SignalchainCallback
 
-STEPS, EVERY, NUDGE_STEP, HANG_STEP = 30, 5, 6, 9
+STEPS, EVERY, NUDGE_STEP, HANG_STEP, NAN_STEP = 30, 5, 6, 9, 7
 WATCHDOG_S = 1.5
 SCENARIO, OUT = sys.argv[1], sys.argv[2]
 RANK = int(os.environ.get("LOCAL_RANK", "0"))  # set by Lightning for the rank it starts
@@ -54,12 +60,18 @@ class Net(pl.LightningModule):
         super().__init__()
         torch.manual_seed(0)
         self.net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
+        self.register_buffer("causal", torch.tril(torch.ones(4, 4)))  # DDP broadcasts it in every forward
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         if SCENARIO == "blocked" and self.global_rank == 1 and self.global_step == HANG_STEP:
             time.sleep(600)  # blocks past every timeout; the report thread ends the process
         x, y = batch
-        return torch.nn.functional.mse_loss(self.net(x), y)
+        if SCENARIO == "nan" and self.global_rank == 1 and self.global_step == NAN_STEP:
+            x = torch.log(x - 10.0)  # every input is below 10: NaN, from this rank's batch only
+        loss = torch.nn.functional.mse_loss(self.net(x) @ self.causal, y)
+        if SCENARIO == "reduce0" and self.global_rank == 0 and self.global_step == NAN_STEP:
+            dist.all_reduce(loss.detach().reshape(1))  # a logging reduce under `if rank == 0`
+        return loss
 
     def on_train_batch_end(self, outputs: object, batch: object, batch_idx: int) -> None:
         session = CALLBACK[0].session if CALLBACK else None
@@ -97,18 +109,30 @@ def report_when_found(cb: SignalchainCallback) -> None:
 
 def main() -> None:
     torch.set_num_threads(1)
-    cb = SignalchainCallback(out_dir=os.path.join(OUT, "live"), every=EVERY, tensorboard=False, golden=False,
+    if SCENARIO == "reduce0":
+        os.environ["SIGNALCHAIN_CHECK_COLLECTIVES"] = "1"
+    cb = SignalchainCallback(out_dir=os.path.join(OUT, "live"), every=EVERY, golden=False,
                              watchdog_timeout=WATCHDOG_S, first_timeout=60.0)
     CALLBACK.append(cb)
     if SCENARIO == "blocked":
         threading.Thread(target=report_when_found, args=(cb,), daemon=True).start()
     loader = torch.utils.data.DataLoader(Items(STEPS * 4 * 2), batch_size=4)
-    trainer = pl.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_steps=STEPS, logger=False,
+    trainer = pl.Trainer(accelerator="cpu", devices=2, strategy="ddp", max_steps=STEPS,
                          enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                          callbacks=[cb], default_root_dir=OUT)
-    trainer.fit(Net(), loader)
+    error = None
+    try:
+        trainer.fit(Net(), loader)
+    except Exception as exc:  # reduce0: the check's verdict on rank 0, a closed connection on rank 1
+        error = f"{type(exc).__name__}: {exc}"
     dump(cb.findings, {"steps": int(trainer.global_step), "world": int(trainer.world_size),
-                       "rank_watched": bool(WATCHED) and all(WATCHED)})
+                       "rank_watched": bool(WATCHED) and all(WATCHED), "error": error})
+    if error is not None:  # the peer may wait inside a collective: closing this rank's group releases it
+        threading.Thread(target=dist.destroy_process_group, daemon=True).start()
+        until = time.monotonic() + 15.0
+        while time.monotonic() < until and not all(os.path.exists(os.path.join(OUT, f"rank{r}.json")) for r in (0, 1)):
+            time.sleep(0.05)
+        os._exit(0)
     if dist.is_initialized():
         dist.destroy_process_group()
 

@@ -2,8 +2,10 @@
 
 Each scenario runs `_lightning_ddp.py` as its own process (Lightning starts rank 1 by running it
 again); the faults are real (a rank that loads slowly, a rank whose weights are nudged, a rank that
-blocks forever) and each must be named by rank 0's callback: the rank, the section, the parameter,
-the collective the others wait in. A clean run raises nothing although every exchange ran.
+blocks forever, a rank whose batch makes a NaN) and each must be named by rank 0's callback: the
+rank, the section, the parameter, the collective the others wait in, the op that made the NaN. The
+model holds a buffer (DDP broadcasts it inside every forward) and the trainer keeps Lightning's
+default logger. A clean run raises nothing although every exchange ran.
 Every run has a hard deadline, and its whole process group is killed afterwards.
 """
 
@@ -66,7 +68,10 @@ def test_a_rank_that_loads_slowly_is_named_a_straggler(tmp_path: Path) -> None:
     assert len(found) == 1, res[0]["findings"]
     ev = found[0]["evidence"]
     assert ev["rank"] == 1 and ev["section"] == "loader"
-    assert "backward" in ev["synchronising"]  # rank 0 waits there for rank 1: not a straggler itself
+    # rank 0 waits for rank 1 in DDP's gradient all-reduce (backward) and in its buffer broadcast at the
+    # start of every forward (a collective inside forward): both synchronisation, so it is no straggler
+    assert "backward" in ev["synchronising"] and "collective" in ev["synchronising"]
+    assert ev["seconds"]["0"]["collective"] > ev["seconds"]["0"]["forward"]
     assert [f for f in res[0]["findings"] if f["id"] != "dist.straggler" and f["severity"] != "info"] == []
 
 
@@ -93,3 +98,30 @@ def test_a_blocked_rank_is_named_by_the_rank_that_waits_for_it(tmp_path: Path) -
     # rank 1's stall names its own line
     own = [f for f in res[1]["findings"] if f["id"] == "perf.stall"]
     assert len(own) == 1 and own[0]["evidence"]["site"].endswith(f"_lightning_ddp.py:{line}")
+
+
+def test_a_nan_from_rank_1s_batch_is_located_in_rank_0s_findings(tmp_path: Path) -> None:
+    res = _run("nan", tmp_path)
+    line = next(i for i, text in enumerate(SCRIPT.read_text().splitlines(), 1) if "torch.log(x - 10.0)" in text)
+    on_disk = json.loads((tmp_path / "nan" / "live" / "findings.json").read_text())
+    for findings in (res[0]["findings"], on_disk["findings"]):  # the callback's list and rank 0's findings.json
+        copied = [f for f in findings if f["evidence"].get("rank") == 1 and f["id"] == "nonfinite.first"]
+        assert len(copied) == 1, findings
+        assert copied[0]["evidence"]["step"] == 7 and f"_lightning_ddp.py:{line}" in copied[0]["message"]
+        assert copied[0]["message"].startswith("rank 1:")
+        own = [f for f in findings if f["evidence"].get("rank") == 0]
+        assert len(own) == 1 and own[0]["evidence"]["origin_ranks"] == [1], own
+        assert "rank 1's batch" in own[0]["message"] and "replay=" not in own[0]["hint"]
+    assert res[0]["steps"] == 30  # the update of step 7 was withheld; the run went on
+
+
+def test_a_rank_0_only_all_reduce_is_caught_before_gloo_aborts(tmp_path: Path) -> None:
+    res = _run("reduce0", tmp_path)
+    line = next(i for i, text in enumerate(SCRIPT.read_text().splitlines(), 1) if "a logging reduce under" in text)
+    on_disk = json.loads((tmp_path / "reduce0" / "live" / "findings.json").read_text())
+    for findings in (res[0]["findings"], on_disk["findings"]):
+        [f] = [f for f in findings if f["evidence"].get("kind") == "mismatch"]
+        assert f["id"] == "dist.desync" and f["severity"] == "error"
+        assert f"rank 0 calls all_reduce [1] float32 at {SCRIPT}:{line}" in f["message"]
+        assert "rank 1 calls all_reduce [676] float32" in f["message"]  # DDP's gradient all-reduce
+    assert res[0]["error"].startswith("CollectiveMismatch")  # not gloo's EnforceNotMet

@@ -5,8 +5,11 @@
 Scenarios: "phases" (clean, then rank 1 sleeps in its loader, then rank 1's weights are nudged:
 one RankWatch each), "extra_allreduce" (rank 1 all-reduces a metric the others never match),
 "blocked" (rank 1 sleeps forever before a step), "barrier" (rank 0 enters a barrier where rank 1
-all-reduces). Writes OUT_DIR/rank{R}.json; a hang scenario
-writes once its RankWatch has a `dist.*` finding (or a deadline passes) and leaves with os._exit.
+all-reduces), "rank0_reduce" / "rank0_reduce_buffered" (rank 0 alone all-reduces a logged metric
+after step 7's update, with `check_collectives` on; the buffered model's next forward broadcasts its
+buffer from Python, the other's next collective is DDP's gradient all-reduce from C++).
+Writes OUT_DIR/rank{R}.json; a hang scenario writes once its RankWatch has a `dist.*` finding (or
+a deadline passes) and leaves with os._exit.
 """
 
 from __future__ import annotations
@@ -27,13 +30,15 @@ from signalchain.monitor.watchdog import Watchdog
 
 STEPS, EVERY = 20, 5
 WD_TIMEOUT, RW_TIMEOUT = 1.5, 4.0
-NUDGE_STEP, HANG_STEP = 7, 9
+NUDGE_STEP, HANG_STEP, REDUCE_STEP = 7, 9, 7
 BEATS: list[float] = []  # when each step ended (the stall is counted from the last one)
 
 
-def _model() -> DDP:
+def _model(buffered: bool = False) -> DDP:
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4))
+    if buffered:  # a causal mask: DDP broadcasts it at the start of every forward
+        net.register_buffer("causal", torch.tril(torch.ones(4, 4)))
     return DDP(net)
 
 
@@ -65,6 +70,8 @@ def _train(model: DDP, rw: RankWatch, rank: int, *, slow: float = 0.0, nudge: bo
                 dist.barrier()
             else:
                 dist.all_reduce(loss.detach().reshape(1))
+        if hang.startswith("rank0_reduce") and rank == 0 and step == REDUCE_STEP:
+            dist.all_reduce(loss.detach().reshape(1))  # a logging reduce under `if rank == 0`
         rw.step_end(step)
         if wd is not None:
             wd.beat(step)
@@ -125,11 +132,30 @@ def hang(scenario: str, rank: int, world: int, out: str) -> None:
     time.sleep(60)  # a rank the fault spares waits here for the report thread
 
 
+def mismatch(scenario: str, rank: int, out: str) -> None:
+    """A collective only rank 0 makes, checked across ranks before it runs."""
+    model = _model(buffered=scenario.endswith("buffered"))
+    rw = RankWatch(model, every=EVERY, timeout=RW_TIMEOUT, check_collectives=True)
+    wd = Watchdog(WD_TIMEOUT, first_timeout=60.0, stall_hooks=[rw.on_stall])
+    wd.start()
+    error = None
+    try:
+        _train(model, rw, rank, hang="rank0_reduce", wd=wd)
+    except Exception as exc:  # the check's verdict; or a peer left (gloo: "Connection closed by peer")
+        error = f"{type(exc).__name__}: {exc}"
+    wd.stop()
+    _dump(out, rank, {"findings": [f.to_dict() for f in rw.findings], "error": error,
+                      "watchdog": [f.to_dict() for f in wd.findings]})
+    os._exit(0)  # a peer may still be inside a collective: no clean teardown
+
+
 if __name__ == "__main__":
     scenario, rank, world, store, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=20))
     if scenario == "phases":
         phases(rank, out)
+    elif scenario.startswith("rank0_reduce"):
+        mismatch(scenario, rank, out)
     else:
         hang(scenario, rank, world, out)

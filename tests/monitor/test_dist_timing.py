@@ -46,3 +46,21 @@ def test_run_queue_delay_is_monotonic_seconds() -> None:
     a = run_queue_delay()
     sum(range(100000))
     assert run_queue_delay() >= a >= 0.0
+
+
+def test_time_inside_a_collective_leaves_the_section_it_ran_in() -> None:
+    clock = SectionClock()
+    with clock.section("forward"):
+        time.sleep(0.03)  # the forward waits in a collective: DDP's buffer broadcast
+        clock.collective(0.025)
+    clock.enter("loader")
+    time.sleep(0.01)
+    clock.collective(0.004)  # a collective in a section opened by a trainer hook
+    clock.enter(None)
+    clock.collective(0.002)  # outside every section: out of "other" by itself
+    clock.end_step()
+    _, _, medians, step = clock.window()
+    assert medians["collective"] == 0.031
+    assert 0.004 <= medians["forward"] < 0.02 and 0.005 <= medians["loader"] < 0.01
+    assert step >= sum(medians[s] for s in SECTIONS) - 1e-9
+    assert "collective" in clock.sync

@@ -107,6 +107,33 @@ def test_barrier_against_all_reduce_names_both_operations(tmp_path: Path) -> Non
     assert ev["ranks"]["0"]["seq"] == ev["ranks"]["1"]["seq"] == ev["seq"]  # same id, other op
 
 
+def _reduce_line() -> int:
+    return next(i for i, t in enumerate(WORKER.read_text().splitlines(), 1) if "a logging reduce under" in t)
+
+
+def test_rank_0_only_reduce_is_caught_before_it_runs_against_a_python_collective(tmp_path: Path) -> None:
+    # rank 1's next collective is the buffer broadcast of its next forward: both ranks check and both name it
+    res = _launch("rank0_reduce_buffered", 2, tmp_path)
+    for r in (0, 1):
+        [f] = [f for f in res[r]["findings"] if f["evidence"].get("kind") == "mismatch"]
+        assert f"rank 0 calls all_reduce [1] float32 at {WORKER}:{_reduce_line()}" in f["message"]
+        assert "rank 1 calls broadcast_coalesced [4, 4] float32" in f["message"]
+        assert f["evidence"]["calls"]["1"]["site"].startswith(str(WORKER))
+        assert res[r]["error"].startswith("CollectiveMismatch")  # raised instead of an abort inside gloo
+    assert not [f for f in res[0]["watchdog"] if f["id"] == "perf.stall"]  # caught at once, no hang
+
+
+def test_rank_0_only_reduce_against_ddps_gradient_all_reduce_is_caught_through_the_stall(tmp_path: Path) -> None:
+    # rank 1's next collective is DDP's gradient all-reduce, issued from C++: it hangs there, its watchdog
+    # publishes the flight recorder's pending collective, and rank 0's check reads it
+    res = _launch("rank0_reduce", 2, tmp_path)
+    [f] = [f for f in res[0]["findings"] if f["evidence"].get("kind") == "mismatch"]
+    assert f"rank 0 calls all_reduce [1] float32 at {WORKER}:{_reduce_line()}" in f["message"]
+    assert "rank 1 calls all_reduce [676] float32" in f["message"]
+    assert res[0]["error"].startswith("CollectiveMismatch")
+    assert "hung_rank" not in [g["evidence"].get("kind") for g in res[0]["findings"]]  # rank 0 waits in a check
+
+
 def test_blocked_rank_is_named_hung_on_every_other_rank(tmp_path: Path) -> None:
     res = _launch("blocked", 3, tmp_path)
     for r in (0, 2):

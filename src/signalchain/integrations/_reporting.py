@@ -45,7 +45,9 @@ class Reporting:
             if own is not None and message.startswith(f"step {own}:"):
                 message = f"step {self._step}:" + message[len(f"step {own}:"):]
             finding = dataclasses.replace(finding, evidence=evidence, message=message)
-        self._add(finding)
+        across = getattr(self, "_across_ranks", None)  # `Watching`'s: this rank's, shared, or with its origin
+        for f in across(finding) if across is not None else [finding]:
+            self._add(f)
 
     def _add(self, finding: Finding) -> None:
         """Record, log and write one finding. The same finding twice (a rank watch's hang verdict comes

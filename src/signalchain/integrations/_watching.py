@@ -11,10 +11,13 @@ state and names the ranks it waits for. With one process there is no rank watch;
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 from typing import Any
 
 import torch
 
+from ..checks.distributed_nonfinite import attribute, from_rank, needs_origin, shared
 from ..findings import Finding
 
 __all__ = ["Watching"]
@@ -31,9 +34,63 @@ class Watching:
     _phase: str
     _watchdog: Any
     _rank_watch: Any
+    rank: int
+    findings: list[Finding]
+    _lock: threading.RLock
 
     def _add(self, finding: Finding) -> None:  # provided by `Reporting`
         raise NotImplementedError
+
+    def _write(self) -> None:  # provided by `Reporting`
+        raise NotImplementedError
+
+    # ---- a rank's verdicts on rank 0 -------------------------------------------------------------
+
+    def _across_ranks(self, finding: Finding) -> list[Finding]:
+        """A Monitor finding under a rank watch: tagged with this rank; on a rank > 0 shared with rank 0;
+        on rank 0, an un-located non-finite verdict (its own batch replays finite) waits briefly for the
+        rank that located it, names it, and brings its verdict along."""
+        rw = self._rank_watch
+        if rw is None or self.world < 2:
+            return [finding]
+        finding = dataclasses.replace(finding, evidence={**finding.evidence, "rank": self.rank})
+        if self.rank != 0:
+            if shared(finding):
+                rw.share(finding)
+            return [finding]
+        if not needs_origin(finding):
+            return [finding]
+        # every rank fires at this step and replays its own batch: wait for theirs (bounded; a verdict
+        # that comes later is taken in at the next exchange or at close)
+        remote = rw.shared(step=finding.evidence.get("step"), within=min(5.0, max(1.0, rw.grace)))
+        return [attribute(finding, remote), *self._new_from_ranks(remote)]
+
+    def _new_from_ranks(self, remote: list[Finding]) -> list[Finding]:
+        with self._lock:
+            have = {(f.id, f.stage, f.message) for f in self.findings}
+        out = [from_rank(f) for f in remote if shared(f)]
+        return [f for f in out if (f.id, f.stage, f.message) not in have]
+
+    def _gather_from_ranks(self) -> None:
+        """Rank 0: take in what other ranks shared since, and name the origin of its own verdicts
+        that were still waiting for it."""
+        rw = self._rank_watch
+        if rw is None or self.rank != 0 or self.world < 2:
+            return
+        remote = rw.shared()
+        if not remote:
+            return
+        changed = False
+        with self._lock:
+            for i, f in enumerate(self.findings):
+                if needs_origin(f) and "origin" not in f.evidence:
+                    g = attribute(f, remote)
+                    if g is not f:
+                        self.findings[i], changed = g, True
+        for f in self._new_from_ranks(remote):
+            self._add(f)
+        if changed:
+            self._write()
 
     def _mark(self, name: str) -> None:
         self._phase = name
@@ -92,8 +149,14 @@ class Watching:
         """The rank watch's step end (every `every` steps: the exchange; all ranks call it)."""
         if self._rank_watch is not None:
             self._rank_watch.step_end(step)
+            if step % self.every == 0:
+                self._gather_from_ranks()
 
     def _stop_watchers(self) -> None:
+        try:
+            self._gather_from_ranks()
+        except Exception:
+            pass
         watchdog, rank_watch, self._watchdog, self._rank_watch = self._watchdog, self._rank_watch, None, None
         try:
             if watchdog is not None:

@@ -77,6 +77,17 @@ class SectionClock:
             self.current = outer
             self.add(name, perf_counter() - t - (run_queue_delay() - d), sync)
 
+    def collective(self, seconds: float) -> None:
+        """`seconds` spent inside a collective during the open section: synchronisation, not that
+        section's compute. Counted in "collective" and taken out of the section it ran in (which
+        counts its whole wall time when it closes); outside every section it leaves "other" by itself."""
+        seconds = max(0.0, float(seconds))
+        key = self.current if self.current in SECTIONS else ("other" if self.current else None)
+        with self._lock:
+            self._cur["collective"] += seconds
+            if key is not None and key != "collective":
+                self._cur[key] -= seconds
+
     def add(self, name: str, seconds: float, sync: bool = False) -> None:
         # An unknown name is counted as "other": the exchanged layout is fixed (SECTIONS).
         key = name if name in SECTIONS else "other"
@@ -91,6 +102,8 @@ class SectionClock:
         self._close_open(now, delay)  # an open section counts up to here, and goes on in the next step
         with self._lock:
             row, self._cur = self._cur, dict.fromkeys(SECTIONS, 0.0)
+        for k in row:  # a collective taken out of a section still open at a step's end: its rest comes next step
+            row[k] = max(0.0, row[k])
         wall = now - self._t0 - (delay - self._d0)
         covered = sum(row.values())
         row["other"] += max(0.0, wall - covered)

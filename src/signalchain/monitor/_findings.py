@@ -25,8 +25,9 @@ def unjudged(step: int, reason: str, norm: float, weights: list[str]) -> Finding
 
 
 def unlocated(step: int, what: str, reading: LossReading, norm: float, weights: list[str],
-              replay_error: str | None) -> Finding:
-    """A non-finite step that no replay located (none was given, or it failed: its error is quoted)."""
+              replay_error: str | None, replayed: bool = False) -> Finding:
+    """A non-finite step that no replay located: none was given, it failed (its error is quoted), or
+    it ran and found every value finite (`replayed`: the batch does not make the value here)."""
     if what == "weights":
         return make("nonfinite.state", "error", "model", f"step {step}: {len(weights)} parameters hold non-finite "
                     f"values ({', '.join(weights[:4])}) and the loss could not be read", CHECK,
@@ -36,14 +37,21 @@ def unlocated(step: int, what: str, reading: LossReading, norm: float, weights: 
         f"{reading.nonfinite} of {reading.elements} loss elements" if reading.elements > 1 else f"loss {reading.value}"
     )
     message = f"step {step}: the {what} is not finite ({shown}, gradient norm {norm})"
+    extra: dict[str, object] = {}
     if replay_error:
         message += f"; the replay that should locate it failed: {replay_error}"
         hint = "fix the replay: replay(model, batch) must recompute this step's loss from the batch (no backward)"
+    elif replayed:
+        message += "; replaying this step on its batch makes no non-finite value"
+        hint = ("the value did not come from this batch's forward: under data parallelism the gradient all-reduce "
+                "carries another rank's non-finite gradients here (that rank's findings locate it); in one process, "
+                "something outside the replayed forward (a backward hook, a non-deterministic kernel)")
+        extra["replay_finite"] = True
     else:
         hint = "pass replay= (or pipeline=) to the Monitor to locate the first non-finite op"
     loss = what == "loss"
     return make("nonfinite.loss" if loss else "nonfinite.first", "error", "loss" if loss else None, message, CHECK,
-                hint=hint, step=step, loss_elements=reading.elements, loss_nonfinite=reading.nonfinite)
+                hint=hint, step=step, loss_elements=reading.elements, loss_nonfinite=reading.nonfinite, **extra)
 
 
 def unwritten(step: int, tensors: list[str], replay_error: str | None) -> Finding:

@@ -19,13 +19,22 @@ Other ranks keep their findings locally and publish them in the store; rank 0 me
 read (in `on_stall` and `close`), deduplicated by fault (`fault_key`): the first finding of a fault
 stays, with `seen` (how many times it was found) and `last_step` added to its evidence.
 
+Time inside the Python-level collectives this thread issues on the watched group (DDP's buffer
+broadcast in every forward, SyncBatchNorm, a metric's all-reduce) is counted in the synchronising
+section "collective", not in the section it ran in (`_dist_collectives`). With
+`check_collectives=True` (or SIGNALCHAIN_CHECK_COLLECTIVES=1) each such collective is first
+compared across ranks (op, dtypes, sizes, the user's line) through the store, and one the ranks
+disagree on is reported (`dist.desync`, kind "mismatch") and raised as `CollectiveMismatch` instead
+of being run (`_dist_check`). `share` / `shared` carry a rank's own findings (a located NaN) to
+rank 0 through the store.
+
 Set `TORCH_FR_BUFFER_SIZE=<n>` (e.g. 64) before `init_process_group` to let a hang name the
 collective each rank waits in (op, sizes, dtypes, from torch's flight recorder, gloo included);
 without it a hang is judged from the sequence numbers and the watchdog's phase and stack.
 
 Without an initialised process group it is a no-op of world 1. Nothing it does raises into the
-run: a failure becomes an `internal.check_failed` finding, and a side exchange that fails (a
-timeout, a dead peer) switches the exchanges off.
+run (except `CollectiveMismatch`, when asked for): a failure becomes an `internal.check_failed`
+finding, and a side exchange that fails (a timeout, a dead peer) switches the exchanges off.
 """
 
 from __future__ import annotations
@@ -46,7 +55,10 @@ from ..checks.distributed import judge_exchange
 from ..checks.distributed_stall import judge_stall
 from ..findings import Finding, check_failed
 from ..records.distributed import StallView
+from ._dist_check import CollectiveCheck, as_pending, checking
+from ._dist_collectives import unwatch, watch
 from ._dist_exchange import exchange, sequence_number
+from ._dist_share import publish, read_shared
 from ._dist_stall import flight_record, rank_stall, read_states, stall_to_json
 from ._dist_timing import SectionClock
 
@@ -73,7 +85,8 @@ class RankWatch:
 
     def __init__(self, model: torch.nn.Module, *, every: int = 50, group: Any = None,
                  timeout: float = 60.0, on_finding: Callable[[Finding], None] | None = None,
-                 hash_params: bool = True, straggler_ratio: float = 1.5, grace: float | None = None) -> None:
+                 hash_params: bool = True, straggler_ratio: float = 1.5, grace: float | None = None,
+                 check_collectives: bool | None = None) -> None:
         global _instances
         self.every = max(1, int(every))
         self.timeout = float(timeout)
@@ -83,6 +96,7 @@ class RankWatch:
         self.hash_params = hash_params
         self.straggler_ratio = float(straggler_ratio)
         self.findings: list[Finding] = []
+        self._shared: list[Finding] = []  # a rank > 0's session findings handed to rank 0 (`share`)
         self._on_finding = on_finding
         self._lock = threading.Lock()
         self._seen: dict[tuple[object, ...], int] = {}  # fault_key -> index in findings
@@ -96,6 +110,7 @@ class RankWatch:
         self._steps = 0  # step_end calls: the same count on every rank, whatever `step` says
         self._slow: set[tuple[object, object]] = set()  # (rank, section) judged a straggler at the last exchange
         self.rank, self.world = 0, 1
+        self.check: CollectiveCheck | None = None  # the cross-rank check of each collective, when on
         named = list(model.named_parameters()) if model is not None else []
         self._names = [n for n, _ in named]
         self._params = [p for _, p in named]
@@ -112,6 +127,11 @@ class RankWatch:
             store = dist.distributed_c10d._get_default_store()
             self._store = dist.PrefixStore(f"signalchain/rankwatch{_instances}/", store)
             self._live = self.world > 1
+            if self._live:  # time inside collectives on this thread is synchronisation, not compute
+                self.check = CollectiveCheck(self._store, self.rank, self.world, group, wait_s=self.timeout,
+                                             on_finding=lambda f: self._record([f])) \
+                    if checking(check_collectives) else None
+                watch(group, self._clock.collective, check=self.check)
         except Exception as exc:  # never break the run: observe nothing instead
             self._record([check_failed(CHECK, exc)])
 
@@ -140,6 +160,9 @@ class RankWatch:
         or None (none pending, or the recorder is off). Under DDP the gradient all-reduce is issued
         from autograd's C++ side, so a rank hung in it shows only `backward` in its Python stack:
         the stall watchdog asks this to name the phase."""
+        checking_call = as_pending(self.check)  # waiting for the others in the check before a collective
+        if checking_call is not None:
+            return checking_call.describe()
         try:
             recent = flight_record(self._labels) or []
         except Exception:
@@ -208,6 +231,9 @@ class RankWatch:
                 recent = flight_record(self._labels)
             except Exception:  # the recorder is optional: the sequence number still speaks
                 recent = None
+            checking_call = as_pending(self.check)  # waiting in the cross-rank check of a collective
+            if checking_call is not None:
+                recent = [c for c in recent or [] if c.seq != checking_call.seq or c.group != "0"] + [checking_call]
             if str(state.get("phase") or "step") == "step" and self._clock.current:
                 state["phase"] = self._clock.current  # the watchdog only knew "inside a step"
             mine = rank_stall(state, rank=self.rank, seq=seq, recent=recent)
@@ -275,9 +301,33 @@ class RankWatch:
                     if fault_key(f) not in self._seen:
                         self._keep(f)
 
+    # --- findings of the session's own (a located NaN): rank > 0 shares, rank 0 reads -------------
+    def share(self, finding: Finding) -> None:
+        """On a rank > 0: hand `finding` to rank 0 (through the store; best effort, never raises)."""
+        if self._store is None or self.rank == 0:
+            return
+        try:
+            with self._lock:
+                self._shared.append(finding)
+                mine = list(self._shared)
+            publish(self._store, self.rank, mine)
+        except Exception:
+            pass
+
+    def shared(self, *, step: int | None = None, within: float = 0.0) -> list[Finding]:
+        """On rank 0: what the other ranks shared so far; with `step`, waiting up to `within` seconds
+        for every rank to share one of that step. Never raises (nothing read: [])."""
+        if self._store is None or self.rank != 0 or self.world < 2:
+            return []
+        try:
+            return read_shared(self._store, self.world, step=step, within=within)
+        except Exception:
+            return []
+
     def close(self) -> None:
         """Merge what other ranks published (rank 0) and destroy the side group; never hangs."""
         side, self._side, self._live = self._side, None, False
+        unwatch(self._clock.collective)
 
         def body() -> None:
             try:

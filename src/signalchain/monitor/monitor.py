@@ -327,7 +327,8 @@ class Monitor:
         except Exception as exc:
             found, replay_error = [], replay_error or f"judging the replay failed: {type(exc).__name__}: {exc}"
         if not found:
-            found = [unlocated(self.steps, what, reading, norm, weights, replay_error)]
+            found = [unlocated(self.steps, what, reading, norm, weights, replay_error,
+                               replayed=report is not None and not replay_error)]
         said = {(f.id, f.stage) for f in self.findings}
         extra = {"step": self.steps, **({"replay_error": replay_error} if replay_error else {})}
         for f in found:  # a run that stays broken says so once; `fired` counts the steps

@@ -11,14 +11,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 __all__ = ["SECTIONS", "SYNC_SECTIONS", "RankWindow", "DistExchange", "Collective", "RankStall",
-           "StallView"]
+           "StallView", "CollectiveCall", "SIZED"]
 
 # The section names a rank's step is split into; anything else is counted as "other". The order is
-# the layout of the exchanged tensors, so it never changes.
-SECTIONS: tuple[str, ...] = ("loader", "forward", "backward", "optimizer", "other")
+# the layout of the exchanged tensors: names are only ever appended. "collective" is the time spent
+# inside Python-level collectives on the watched group, taken out of the section they ran in
+# (DDP's buffer broadcast at the start of every forward, SyncBatchNorm, a metric all-reduce).
+SECTIONS: tuple[str, ...] = ("loader", "forward", "backward", "optimizer", "other", "collective")
 # Sections that contain collectives by default: under DDP the gradient all-reduce runs inside
-# backward, so the *fast* ranks wait there for the slow one and their backward inflates.
-SYNC_SECTIONS: frozenset[str] = frozenset({"backward"})
+# backward (issued from C++), so the *fast* ranks wait there for the slow one and their backward
+# inflates; "collective" is waiting by definition.
+SYNC_SECTIONS: frozenset[str] = frozenset({"backward", "collective"})
 
 
 @dataclass
@@ -114,3 +117,38 @@ class StallView:
     observer: int
     states: dict[int, RankStall | None]
     grace_s: float = 0.0
+
+
+# collectives whose tensors must have the same sizes on every rank
+SIZED = frozenset({"broadcast", "all_reduce", "all_reduce_coalesced", "reduce", "all_gather", "all_gather_into_tensor",
+                   "all_gather_single", "all_gather_coalesced", "reduce_scatter", "reduce_scatter_tensor",
+                   "broadcast_coalesced"})
+
+
+@dataclass
+class CollectiveCall:
+    """One rank's collective, as it is about to issue it."""
+
+    op: str  # "all_reduce", "broadcast_coalesced" (DDP's buffer broadcast), "barrier"…
+    sizes: list[list[int]] = field(default_factory=list)
+    dtypes: list[str] = field(default_factory=list)
+    site: str = ""  # the user's file:line ("" when the call came from library code only)
+
+    def signature(self) -> tuple[object, ...]:
+        if self.op in SIZED:
+            return (self.op, tuple(tuple(s) for s in self.sizes), tuple(self.dtypes))
+        return (self.op,)
+
+    def describe(self) -> str:
+        shape = " ".join(str(s) for s in self.sizes[:4]) + (" …" if len(self.sizes) > 4 else "")
+        dtype = ",".join(sorted(set(self.dtypes)))
+        text = " ".join(p for p in (self.op, shape, dtype) if p)
+        return f"{text} at {self.site}" if self.site else f"{text} (from library code)"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"op": self.op, "sizes": self.sizes, "dtypes": self.dtypes, "site": self.site}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, object]) -> CollectiveCall:
+        return cls(op=str(d.get("op", "")), sizes=[list(s) for s in d.get("sizes") or []],  # type: ignore[union-attr]
+                   dtypes=[str(t) for t in d.get("dtypes") or []], site=str(d.get("site") or ""))  # type: ignore[union-attr]
