@@ -30,6 +30,7 @@ from ..checks.base import run_check
 from ..checks.data import DATA_CHECKS
 from ..checks.optimisation.modules import judge_parameters
 from ..findings import Finding
+from ..probes.first_forward import FirstForward
 from ..probes.forward_tap import field
 from ..records.optimisation import GradientMeasurement, ParamGrad
 from ..trace import Trace, make_record
@@ -75,43 +76,25 @@ def _cpu(x: Any) -> np.ndarray | None:
 
 
 class FirstStepJudges:
-    """Hooks for the first training forward; `judge()` once after the first step."""
+    """A probe on the first training forward; `judge()` once after the first step."""
 
     def __init__(self, model: torch.nn.Module, optimizer: Any) -> None:
         self.model, self.optimizer = model, optimizer
         self.done = False
         self.hf = find_musicgen(model)
-        self.kwargs: dict[str, Any] | None = None
-        self.decoder_ids: torch.Tensor | None = None
-        self.output: Any = None
-        self._handles: list[Any] = []
-        if self.hf is not None:
-            self._handles += [self.hf.register_forward_pre_hook(self._pre, with_kwargs=True),
-                              self.hf.register_forward_hook(self._post),
-                              self.hf.decoder.register_forward_pre_hook(self._decoder_pre, with_kwargs=True)]
+        self.probe = FirstForward(self.hf, self.hf.decoder) if self.hf is not None else None
 
-    # ---- hooks (the first training forward only) ------------------------------------------------------
-
-    def _training(self, module: torch.nn.Module) -> bool:
-        return module.training and torch.is_grad_enabled() and not self.done
-
-    def _pre(self, module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-        if self._training(module) and self.kwargs is None:
-            self.kwargs = dict(kwargs)
-
-    def _post(self, module: torch.nn.Module, args: tuple, output: Any) -> None:
-        if self._training(module) and self.output is None:
-            self.output = output
-
-    def _decoder_pre(self, module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-        if self._training(module) and self.decoder_ids is None:
-            ids = kwargs.get("input_ids", args[0] if args else None)
-            self.decoder_ids = ids if isinstance(ids, torch.Tensor) else None
+    @property
+    def kwargs(self) -> dict[str, Any] | None:
+        return self.probe.kwargs if self.probe is not None else None
 
     def close(self) -> None:
-        for h in self._handles:
-            h.remove()
-        self._handles = []
+        if self.probe is not None:
+            self.probe.close()
+
+    def release(self) -> None:
+        if self.probe is not None:
+            self.probe.release()
 
     # ---- the judgement --------------------------------------------------------------------------------
 
@@ -163,16 +146,17 @@ class FirstStepJudges:
         mask = kw.get("attention_mask")
         if isinstance(mask, torch.Tensor):
             add("condition.mask", _cpu(mask).astype(bool))
-        if self.decoder_ids is not None:
-            add("tokens.input", _cpu(self.decoder_ids), model_delay=delays)
+        assert self.probe is not None
+        if self.probe.inner_ids is not None:
+            add("tokens.input", _cpu(self.probe.inner_ids), model_delay=delays)
         add("targets", y, ignore_index=-100, model_delay=delays)
-        logits = field(self.output, "logits")
+        logits = field(self.probe.output, "logits")
         if isinstance(logits, torch.Tensor):  # its shape is what the judges read: no copy of the values
             t.append(StageRecord("logits", len(t), "tensor", str(logits.dtype).replace("torch.", ""),
                                  list(logits.shape), str(logits.device), {}, {}))
         # what HF's loss counts: neither the ignore index nor the pad id (it masks both)
         add("mask.loss", ((y != -100) & (y != pad)).transpose(0, 2, 1))
-        loss = field(self.output, "loss")
+        loss = field(self.probe.output, "loss")
         if isinstance(loss, torch.Tensor) and loss.dim() == 0:
             add("loss", float(loss.detach()))
         return t
@@ -243,7 +227,7 @@ class FirstStepJudging:
             for finding in first.judge(step):
                 self._add(finding)
         finally:
-            first.kwargs = first.output = first.decoder_ids = None
+            first.release()
 
     def _first_close(self) -> None:
         if self._first is not None:
