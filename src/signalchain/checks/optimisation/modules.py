@@ -50,6 +50,7 @@ def judge_module_shares(params: list[ParamGrad], lm: str | None = None) -> list[
     root, groups = top_modules(params)
     where = f" (inside {root})" if root else ""
     frozen_whole = {m: qs for m, qs in groups.items() if not any(q.requires_grad for q in qs)}
+    whole = set(frozen_whole)
     out: list[Finding] = []
     lm_top = next((m for m in frozen_whole if lm is not None and lm == (f"{root}.{m}" if root else m)), None)
     if lm_top is not None:
@@ -71,7 +72,7 @@ def judge_module_shares(params: list[ParamGrad], lm: str | None = None) -> list[
                         values={m: _values(qs) for m, qs in frozen_whole.items()}))
     pairs = adapter_pairs(params)
     for m, qs in groups.items():
-        if m in frozen_whole:
+        if m in whole:
             continue
         frozen = [q for q in qs if not q.requires_grad]
         if not frozen:
