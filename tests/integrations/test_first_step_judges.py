@@ -30,7 +30,8 @@ STEPS, BATCH, FRAMES = 3, 4, 40
 
 
 @torch.no_grad()
-def rows(model, n: int, seed: int, *, delay: bool = True, unshifted: bool = False) -> list[dict]:
+def rows(model, n: int, seed: int, *, delay: bool = True, unshifted: bool = False,
+         shifted: bool = False) -> list[dict]:
     """A user's preprocessed dataset: caption ids, and labels [T', K] from the codec's codes of real
     clips (in the decoder's own delay pattern, or, with delay=False, flat in frame time)."""
     tok, pad = tiny_tokenizer(CFG.max_text_len), CFG.codebook_size
@@ -51,6 +52,10 @@ def rows(model, n: int, seed: int, *, delay: bool = True, unshifted: bool = Fals
         row = {"input_ids": enc["input_ids"][i], "attention_mask": enc["attention_mask"][i], "labels": labels[i]}
         if unshifted:  # decoder inputs built from the labels but never shifted behind the start token
             row["decoder_input_ids"] = pattern[i]  # [K, T'], the pad id where the labels hold -100
+        if shifted:  # the user's own decoder inputs, made as HF makes them
+            from transformers.models.musicgen.modeling_musicgen import shift_tokens_right
+
+            row["decoder_input_ids"] = shift_tokens_right(labels[i : i + 1], pad, pad)[0]  # [K, T']
         out.append(row)
     return out
 
@@ -90,6 +95,12 @@ def test_a_clean_hf_musicgen_step_is_silent(tmp_path, seed) -> None:
     frozen = [f for f in cb.findings if f.id == "optim.param_frozen"]
     assert frozen and frozen[0].severity.value == "info"
     assert set(frozen[0].evidence["modules"]) == {"audio_encoder", "text_encoder"}
+
+
+def test_user_made_decoder_inputs_shifted_as_hf_does_are_silent(tmp_path) -> None:
+    model = freeze_by_design(tiny_model(0))
+    cb = hf_train(tmp_path, model, rows(model, STEPS * BATCH, 0, shifted=True), golden=False)
+    assert loud(cb) == [], [f.message for f in loud(cb)]
 
 
 def test_labels_without_the_delay_pattern_are_misaligned(tmp_path) -> None:

@@ -150,15 +150,13 @@ class FirstStepJudges:
         if self.probe.inner_ids is not None:
             add("tokens.input", _cpu(self.probe.inner_ids), model_delay=delays)
         add("targets", y, ignore_index=-100, model_delay=delays)
-        logits = field(self.probe.output, "logits")
-        if isinstance(logits, torch.Tensor):  # its shape is what the judges read: no copy of the values
-            t.append(StageRecord("logits", len(t), "tensor", str(logits.dtype).replace("torch.", ""),
-                                 list(logits.shape), str(logits.device), {}, {}))
+        if self.probe.logits_shape is not None:  # its shape is what the judges read: the values are not kept
+            t.append(StageRecord("logits", len(t), "tensor", self.probe.logits_dtype or "float32",
+                                 list(self.probe.logits_shape), "cpu", {}, {}))
         # what HF's loss counts: neither the ignore index nor the pad id (it masks both)
         add("mask.loss", ((y != -100) & (y != pad)).transpose(0, 2, 1))
-        loss = field(self.probe.output, "loss")
-        if isinstance(loss, torch.Tensor) and loss.dim() == 0:
-            add("loss", float(loss.detach()))
+        if self.probe.loss is not None:
+            add("loss", float(self.probe.loss))
         return t
 
     def reconstruction(self) -> list[tuple[str, Any, dict[str, Any]]]:
