@@ -196,3 +196,14 @@ def test_a_decoder_frozen_whole_is_not_a_design(tmp_path) -> None:
     cb = hf_train(tmp_path, model, rows(model, STEPS * BATCH, 0), golden=False)
     found = [f for f in cb.findings if f.evidence.get("role") == "lm_frozen"]
     assert len(found) == 1 and found[0].severity.value == "warning" and found[0].evidence["module"] == "decoder"
+
+
+def test_membership_counts_every_optimizer_and_skips_one_holding_copies() -> None:
+    from signalchain.integrations._first_step_judges import parameter_records
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2))
+    first, second = (torch.optim.SGD(model[i].parameters(), lr=0.1) for i in (0, 1))
+    assert all(q.in_optimizer for q in parameter_records(model, [first, second]))
+    assert [q.in_optimizer for q in parameter_records(model, [first])] == [True, True, False, False]
+    copies = torch.optim.SGD([torch.nn.Parameter(torch.zeros(12))], lr=0.1)  # a flattened partition
+    assert all(q.in_optimizer for q in parameter_records(model, [copies]))

@@ -51,17 +51,25 @@ def find_musicgen(model: torch.nn.Module) -> torch.nn.Module | None:
     return None
 
 
-def _optimizer_ids(optimizer: Any) -> set[int] | None:
-    inner = getattr(optimizer, "optimizer", optimizer)  # HF's AcceleratedOptimizer, Lightning's wrapper
-    groups = getattr(inner, "param_groups", None)
-    if groups is None:
-        return None
-    return {id(p) for g in groups for p in g["params"]}
+def _optimizer_ids(optimizers: list[Any]) -> set[int] | None:
+    """The ids of the tensors in every group of these optimizers; None where one has no groups."""
+    out: set[int] = set()
+    for optimizer in optimizers:
+        inner = getattr(optimizer, "optimizer", optimizer)  # HF's AcceleratedOptimizer, Lightning's wrapper
+        groups = getattr(inner, "param_groups", None)
+        if groups is None:
+            return None
+        out |= {id(p) for g in groups for p in g["params"]}
+    return out
 
 
-def parameter_records(model: torch.nn.Module, optimizer: Any) -> list[ParamGrad]:
-    """What the parameter judges read, from the model and optimizer alone (no gradient read)."""
-    ids = _optimizer_ids(optimizer)
+def parameter_records(model: torch.nn.Module, optimizers: list[Any]) -> list[ParamGrad]:
+    """What the parameter judges read, from the model and optimizers alone (no gradient read). An
+    optimizer that holds none of the model's tensors holds copies (DeepSpeed's flattened partitions):
+    membership is then not judged."""
+    ids = _optimizer_ids(optimizers)
+    if ids is not None and not any(id(p) in ids for p in model.parameters() if p.requires_grad):
+        ids = None
     out = []
     for name, p in model.named_parameters():
         module = name.rsplit(".", 1)[0] if "." in name else ""
@@ -79,7 +87,8 @@ class FirstStepJudges:
     """A probe on the first training forward; `judge()` once after the first step."""
 
     def __init__(self, model: torch.nn.Module, optimizer: Any) -> None:
-        self.model, self.optimizer = model, optimizer
+        self.model = model
+        self.optimizers = [optimizer] if optimizer is not None else []
         self.done = False
         self.hf = find_musicgen(model)
         self.probe = FirstForward(self.hf, self.hf.decoder) if self.hf is not None else None
@@ -104,7 +113,7 @@ class FirstStepJudges:
             return []
         self.done = True
         self.close()
-        params = parameter_records(self.model, self.optimizer)
+        params = parameter_records(self.model, self.optimizers)
         r = GradientMeasurement(loss_is_tensor=True, loss_requires_grad=True, loss_depends_on_logits=None,
                                 params=params, breaks=[], stage_requires_grad={}, stages=[])
         lm = next((n for n, m in self.model.named_modules() if self.hf is not None and m is self.hf.decoder), None)
@@ -211,6 +220,11 @@ class FirstStepJudging:
     def _first_attach(self, model: torch.nn.Module, optimizer: Any) -> None:
         self._first_close()
         self._first = FirstStepJudges(model, optimizer)
+
+    def first_step_optimizers(self, optimizers: list[Any]) -> None:
+        """Every optimizer of the run (a trainer with several), for the parameters-in-no-optimizer judge."""
+        if self._first is not None and optimizers:
+            self._first.optimizers = list(optimizers)
 
     def _first_extra(self) -> list[tuple[str, Any, dict[str, Any]]]:
         """What the golden adds to the first step's batch: the codec's reconstruction of the labels."""
