@@ -154,10 +154,14 @@ def test_the_golden_holds_the_codec_reconstruction_of_the_labels(tmp_path) -> No
     cb = hf_train(tmp_path, model, rows(model, STEPS * BATCH, 0))
     golden = tmp_path / "signalchain" / "golden"
     assert (golden / "audio" / "audio.decoded.wav").exists()
-    res = CliRunner().invoke(cli, ["inspect", str(golden), "--json", str(tmp_path / "i.json")])
+    res = CliRunner().invoke(cli, ["inspect", str(golden), "--json", str(tmp_path / "i.json"),
+                                   "--html", str(tmp_path / "i.html")])
     assert res.exit_code == 0, res.output
     stages = {s["name"]: s for s in json.loads((tmp_path / "i.json").read_text())["stages"]}
     assert stages["audio.decoded"]["kind"] == "audio"
+    assert stages["audio.decoded"]["meta"]["source"].startswith("the codec's reconstruction of the labels")
+    html = (tmp_path / "i.html").read_text()
+    assert "<audio" in html and "reconstruction of the labels" in html
     assert not loud(cb)
 
 
