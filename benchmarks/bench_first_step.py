@@ -116,7 +116,7 @@ def main() -> None:
     import transformers
 
     transformers.logging.set_verbosity_error()
-    from signalchain.integrations._first_step_judges import FirstStepJudging, FirstStepJudges
+    from signalchain.integrations._first_step_judges import FirstStepJudges, FirstStepJudging
     from signalchain.reference.hf.tiny import tiny_model
 
     data = rows(tiny_model(0), a.steps * 4)

@@ -20,7 +20,6 @@ that `signalchain inspect` has something to play.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
