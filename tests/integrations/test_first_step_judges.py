@@ -211,3 +211,28 @@ def test_membership_counts_every_optimizer_and_skips_one_holding_copies() -> Non
     assert [q.in_optimizer for q in parameter_records(model, [first])] == [True, True, False, False]
     copies = torch.optim.SGD([torch.nn.Parameter(torch.zeros(12))], lr=0.1)  # a flattened partition
     assert all(q.in_optimizer for q in parameter_records(model, [copies]))
+
+
+@pytest.mark.parametrize("mono_delays", [False, True])
+def test_a_stereo_checkpoint_is_judged_by_its_own_shared_delays(tmp_path, mono_delays) -> None:
+    """Stereo codebook pairs share a delay ([0, 0, 1, 1, …]): labels in that pattern are silent,
+    labels delayed one step per codebook (the mono pattern) are not what the model generates."""
+    model = freeze_by_design(tiny_model(0, TinyConfig(audio_channels=2)))
+    g = torch.Generator().manual_seed(0)
+    data = []
+    for row in rows(tiny_model(0), STEPS * BATCH, 0):
+        codes = torch.randint(0, CFG.codebook_size, (1, 8, FRAMES), generator=g)
+        if mono_delays:
+            labels = torch.full((FRAMES + 7, 8), -100)
+            for k in range(8):
+                labels[k : k + FRAMES, k] = codes[0, k]
+        else:
+            pattern = delayed_codes(model.decoder, codes, CFG.codebook_size)
+            labels = labels_from_pattern(pattern, torch.tensor([FRAMES]), CFG.codebook_size, audio_channels=2)[0]
+        data.append({**row, "labels": labels})
+    cb = hf_train(tmp_path, model, data, golden=False)
+    if not mono_delays:
+        assert loud(cb) == [], [f.message for f in loud(cb)]
+        return
+    found = [f for f in cb.findings if f.id == "targets.misaligned"]
+    assert found and found[0].evidence["model_delays"] == [0, 0, 1, 1, 2, 2, 3, 3]
