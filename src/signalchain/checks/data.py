@@ -270,20 +270,12 @@ def judge_targets(trace: Trace) -> list[Finding]:
                                 + "); logits[t] must predict the token the model has not seen",
                                 shift_per_codebook=shifts, expected_shift=shift, delays=best_d, pattern_delays=base,
                                 agreement=agree_k, layout=view.describe()))
-            elif view.model_delays is not None and trained is not None and \
-                    len(view.model_delays) == len(trained) and trained != view.model_delays:
-                # Targets agree with the pipeline's own pattern, but the model generates with another.
-                wrong = [k for k, (b, m) in enumerate(zip(trained, view.model_delays)) if b != m]
-                out.append(make("targets.misaligned", "error", "targets",
-                                f"the training pattern delays the codebooks by {trained} frames, but the model "
-                                f"generates with the delays {view.model_delays}: codebooks {wrong} are trained at "
-                                "positions generation never asks them for", CHECK,
-                                hint="build the labels with the model's own delay pattern (for HF MusicGen "
-                                     "`decoder.build_delay_pattern_mask`; stereo checkpoints share a delay per "
-                                     "codebook pair, mono ones do not)",
-                                pattern_delays=trained, model_delays=view.model_delays, codebooks=wrong,
-                                layout=view.describe()))
+            else:
+                out += _model_delay_mismatch(view, trained)
     elif tokens is None:
+        # Without tokens the training delays are read off the edges of what the loss counts, and
+        # only set where the model's own delays are there to compare them with.
+        out += _model_delay_mismatch(view, view.training_delays)
         mi = temporal_mutual_information(targets)
         if mi < 0.02:
             out.append(make("targets.random", "warning", "targets",
@@ -292,6 +284,27 @@ def judge_targets(trace: Trace) -> list[Finding]:
                             CHECK, hint="tap the tokens as well so targets can be matched against them",
                             temporal_mi=mi, unigram_entropy=unigram_entropy(targets, mask)))
     return out
+
+
+def _model_delay_mismatch(view, trained: list[int] | None) -> list[Finding]:
+    """Targets laid out in a delay pattern other than the one the model generates with."""
+    model = view.model_delays
+    if model is None or trained is None or len(model) != len(trained):
+        return []
+    if view.tokens is None:  # delays read from the counted positions' edges are relative to the earliest
+        model = [d - min(model) for d in model]
+    if trained == model:
+        return []
+    wrong = [k for k, (b, m) in enumerate(zip(trained, model)) if b != m]
+    read = "" if view.tokens is not None else " (read from where each codebook's counted targets begin and end)"
+    return [make("targets.misaligned", "error", "targets",
+                 f"the training pattern delays the codebooks by {trained} frames{read}, but the model "
+                 f"generates with the delays {model}: codebooks {wrong} are trained at "
+                 "positions generation never asks them for", CHECK,
+                 hint="build the labels with the model's own delay pattern (for HF MusicGen "
+                      "`decoder.build_delay_pattern_mask`; stereo checkpoints share a delay per "
+                      "codebook pair, mono ones do not)",
+                 pattern_delays=trained, model_delays=model, codebooks=wrong, layout=view.describe())]
 
 
 def _shift_read_from_inputs(view, base: list[int] | None) -> int | None:

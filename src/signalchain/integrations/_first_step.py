@@ -37,8 +37,10 @@ def _named_tensors(batch: Any, prefix: str = "batch") -> list[tuple[str, Any]]:
     return [(prefix, batch)]
 
 
-def first_step_trace(batch: Any, output: Any, loss: Any) -> tuple[Trace, list[str]]:
-    """A trace (values kept) of one step; also the names left out as too large."""
+def first_step_trace(batch: Any, output: Any, loss: Any,
+                     extra: list[tuple[str, Any, dict[str, Any]]] = ()) -> tuple[Trace, list[str]]:
+    """A trace (values kept) of one step; also the names left out as too large. `extra`: (stage,
+    value, meta) records added after it (the codec's reconstruction of the labels)."""
     items = _named_tensors(batch)
     for key in ("logits", *PER_CODEBOOK_KEYS):
         value = field(output, key)
@@ -59,11 +61,15 @@ def first_step_trace(batch: Any, output: Any, loss: Any) -> tuple[Trace, list[st
         if value.dtype == torch.bfloat16:  # numpy has no bfloat16
             value = value.float()
         trace.append(make_record(name, len(trace), value.cpu(), {"key": key}, keep_value=True))
+    for name, value, meta in extra:
+        if name not in trace:
+            trace.append(make_record(name, len(trace), value, meta, keep_value=True))
     return trace, omitted
 
 
-def save_first_step(path: Path, batch: Any, output: Any, loss: Any, *, source: str, step: int) -> Path | None:
-    trace, omitted = first_step_trace(batch, output, loss)
+def save_first_step(path: Path, batch: Any, output: Any, loss: Any, *, source: str, step: int,
+                    extra: list[tuple[str, Any, dict[str, Any]]] = ()) -> Path | None:
+    trace, omitted = first_step_trace(batch, output, loss, extra)
     if not len(trace):
         return None
     provenance = {**collect_provenance(), "pipeline": source, "source": source, "step": step, "omitted": omitted}

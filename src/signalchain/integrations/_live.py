@@ -36,6 +36,7 @@ from ..findings import Finding
 from ..monitor import Monitor
 from ..probes.forward_tap import ForwardTap
 from ._first_step import save_first_step
+from ._first_step_judges import FirstStepJudging
 from ._guard import StepGuard
 from ._reporting import Reporting
 from ._scalars import StepScalars
@@ -45,7 +46,7 @@ from ._watching import Watching
 __all__ = ["LiveSession"]
 
 
-class LiveSession(Reporting, StepScalars, Watching):
+class LiveSession(Reporting, StepScalars, Watching, FirstStepJudging):
     """Monitor, golden batch, findings file and TensorBoard for one training run.
 
     out_dir: where findings.json, golden/ and tensorboard/ go (None: nowhere; findings stay in
@@ -193,6 +194,7 @@ class LiveSession(Reporting, StepScalars, Watching):
                                              # generators serve the loader, which a replay does not re-run
         if self.skip_nonfinite and optimizer is not None:
             self._guard = StepGuard(optimizer)
+        self._first_attach(model, optimizer)  # the first step judged as doctor judges a golden
         self._start_rank_watch(model)  # first: the watchdog takes its stall hook
         self._start_watchdog()
 
@@ -276,7 +278,8 @@ class LiveSession(Reporting, StepScalars, Watching):
         if self.out_dir is None or self.rank != 0:
             return
         batch = self._replay_batch if self._replay_batch is not None else self._batch
-        save_first_step(self.out_dir / "golden", batch, self._output, loss, source=self.source, step=step)
+        save_first_step(self.out_dir / "golden", batch, self._output, loss, source=self.source, step=step,
+                        extra=self._first_extra())
 
     def _end(self, step: int, logs: Mapping[str, float] | None) -> None:
         try:
@@ -284,6 +287,7 @@ class LiveSession(Reporting, StepScalars, Watching):
             if not self._golden_done:  # at the end of the step: the trainer's outputs (logits) are in by now
                 self._golden_done = True
                 self._safely("golden", self._save_golden, step, self._judged_loss)
+            self._safely("first_step", self._first_step_end, step)
             self._safely("scalars", self._step_scalars, step, logs)
             if step % self.every == 0:
                 self._safely("tensorboard", self.tb.flush)
@@ -318,4 +322,5 @@ class LiveSession(Reporting, StepScalars, Watching):
             for part in (self._guard, self._tap, self.monitor):
                 if part is not None:
                     part.close()
+            self._first_close()
             self._guard = self._tap = None

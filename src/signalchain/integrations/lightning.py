@@ -85,6 +85,7 @@ class SignalchainCallback(SessionOwner, Callback):
         scaler = getattr(getattr(trainer, "precision_plugin", None), "scaler", None)
         session.attach(pl_module, optimizer, scaler=scaler, replay=self._replay, rank=int(trainer.global_rank),
                        world=int(trainer.world_size))
+        session.first_step_optimizers(list(trainer.optimizers or []))
 
     def _replay(self, module: Any, batch: Any) -> Any:
         """The step's loss again, from training_step (its `self.log` calls are made as training_step's)."""

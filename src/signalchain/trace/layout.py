@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .shifts import confident_delays, holds_decoder_inputs, ids_to_bkt, starts_with_constant
+from .shifts import confident_delays, edge_delays, holds_decoder_inputs, ids_to_bkt, starts_with_constant
 
 __all__ = ["StepView", "read_layout", "canonical_logits", "infer_delays", "delay_agreement", "DEFAULT_IGNORE_INDEX"]
 
@@ -149,6 +149,7 @@ class StepView:
     pattern_delays: list[int] | None = None  # the delay pattern the pipeline built (tokens.pattern / delay=)
     model_delays: list[int] | None = None  # the delays the model itself generates with (model_delay=)
     target_delays: list[int] | None = None  # where the targets hold each codebook's frames (pattern time)
+    edge_delays: list[int] | None = None  # without tokens: the delays the counted positions' edges show
     inputs: np.ndarray | None = None  # [B, K, T_in] what the model reads (decoder input ids)
     input_stage: str | None = None  # the tap they came from: "tokens.input", or "tokens.pattern" read as inputs
     input_delays: list[int] | None = None  # where the inputs hold each codebook's frames
@@ -170,7 +171,7 @@ class StepView:
         """What was read, for a finding's evidence."""
         return {"orders": dict(self.orders), "ignore_index": self.ignore_index,
                 "pattern_delays": self.pattern_delays, "model_delays": self.model_delays,
-                "target_delays": self.target_delays, "input_stage": self.input_stage,
+                "target_delays": self.target_delays, "edge_delays": self.edge_delays, "input_stage": self.input_stage,
                 "pattern_role": self.pattern_role, "target_time": self.target_time}
 
     @property
@@ -183,6 +184,8 @@ class StepView:
             return self.target_delays
         if self.input_delays is not None and self.inputs is not None and starts_with_constant(self.inputs):
             return [d - 1 for d in self.input_delays]
+        if self.tokens is None:
+            return self.edge_delays
         return None
 
 
@@ -351,6 +354,8 @@ def read_layout(trace: Any) -> StepView:
             and v.targets.shape[:2] == tokens.shape[:2]:
         got = confident_delays(tokens, v.targets, v.mask, v.padding)
         v.target_delays = got[0] if got else None
+    if tokens is None and v.mask is not None and v.model_delays is not None:
+        v.edge_delays = edge_delays(v.mask)  # read only where the model's own delays are there to compare
     if v.target_time == "pattern":
         v.padding_delays = _padding_delays(v)
     v.padding_in_target_time = _padding_in_target_time(v)

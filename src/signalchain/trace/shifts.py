@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["ids_to_bkt", "lag_agreement", "best_lags", "confident_delays", "starts_with_constant",
-           "holds_decoder_inputs", "CONFIDENT", "MARGIN"]
+           "holds_decoder_inputs", "edge_delays", "CONFIDENT", "MARGIN"]
 
 CONFIDENT = 0.9  # share of compared positions that must agree for a shift to be read at all
 MARGIN = 0.05  # ... and by how much it must beat every other shift (a silence code agrees at any shift)
@@ -138,3 +138,25 @@ def holds_decoder_inputs(x: np.ndarray, targets: np.ndarray, mask: np.ndarray | 
     if all(a[0] >= CONFIDENT and a[0] > a[1] for a in per_k):
         return False
     return None
+
+
+def edge_delays(mask: np.ndarray) -> list[int] | None:
+    """Where a delay pattern puts each codebook, read from the positions the loss counts alone
+    (`mask` [B, K, T'] bool), for targets with no frame-time tokens beside them.
+
+    A delay pattern leaves codebook k empty (ignored) for its first d(k) steps and its last
+    D - d(k): over the batch, the first counted step of k is d(k) and the last is T' - 1 - (D - d(k)).
+    Both edges must tell the same story (first + trailing gap the same for every codebook; padding
+    after a short clip only widens every trailing gap alike), else None: nothing is read. The delays
+    are relative to the earliest codebook (a loss that skips a prompt skips it in every codebook)."""
+    if mask.ndim != 3 or mask.shape[1] < 2:
+        return None
+    counted = mask.any(axis=0)  # [K, T']
+    if not counted.any(axis=1).all():
+        return None
+    first = counted.argmax(axis=1)  # [K]
+    trailing = counted[:, ::-1].argmax(axis=1)  # [K] steps after the last counted one
+    if len(set((first + trailing).tolist())) != 1:
+        return None
+    lo = int(first.min())
+    return [int(f) - lo for f in first]
