@@ -15,19 +15,34 @@ pytest.importorskip("accelerate")
 
 import torch  # noqa: E402
 
+from signalchain.integrations.hf_musicgen.labels import delayed_codes, labels_from_pattern  # noqa: E402
 from signalchain.integrations.hf_trainer import SignalchainCallback  # noqa: E402
 from signalchain.reference.hf.tiny import tiny_model, tiny_tokenizer  # noqa: E402
 
 torch.set_num_threads(1)
-STEPS, BAD, B, T, K = 6, 3, 2, 10, 4
+STEPS, BAD, B, FRAMES, K, PAD = 6, 3, 2, 10, 4, 64
+T = FRAMES + K - 1  # label positions once the delay pattern is laid
+
+
+def codes(g: torch.Generator) -> torch.Tensor:
+    """Codes [1, K, FRAMES] that hold on for a few frames, as codec tokens of real audio do."""
+    out = torch.randint(0, PAD, (1, K, 1), generator=g).repeat(1, 1, FRAMES)
+    for t in range(1, FRAMES):
+        change = torch.rand(1, K, generator=g) < 0.3
+        out[0, :, t] = torch.where(change[0], torch.randint(0, PAD, (K,), generator=g), out[0, :, t - 1])
+    return out
 
 
 class Rows(torch.utils.data.IterableDataset):
-    """Random codes as labels [T, K] in order; row 1 of step BAD carries the fault."""
+    """Labels [T, K] in the decoder's own delay pattern (HF's layout); row 1 of step BAD carries the fault."""
 
-    def __init__(self, fault: str) -> None:
-        self.fault = fault
+    def __init__(self, fault: str, decoder: torch.nn.Module) -> None:
+        self.fault, self.decoder = fault, decoder
         self.tok = tiny_tokenizer()
+
+    def labels(self, g: torch.Generator) -> torch.Tensor:
+        pattern = delayed_codes(self.decoder, codes(g), PAD)
+        return labels_from_pattern(pattern, torch.tensor([FRAMES]), PAD)[0]
 
     def __iter__(self):
         g = torch.Generator().manual_seed(0)
@@ -35,7 +50,7 @@ class Rows(torch.utils.data.IterableDataset):
         for i in range(STEPS * B):
             bad = i == BAD * B + 1
             item = {"attention_mask": torch.tensor(enc["attention_mask"]),
-                    "labels": torch.randint(0, 64, (T, K), generator=g)}
+                    "labels": self.labels(g)}
             if self.fault == "inf":  # cached text embeddings fed instead of ids
                 emb = torch.randn(8, 32, generator=g)
                 if bad:
@@ -65,6 +80,7 @@ class WithGainPenalty(torch.nn.Module):
 
 def train(tmp_path, fault: str) -> list:
     model = tiny_model(0)
+    decoder = model.decoder
     if fault == "log":
         model = WithGainPenalty(model)
     args = transformers.TrainingArguments(
@@ -72,7 +88,7 @@ def train(tmp_path, fault: str) -> list:
         learning_rate=1e-4, logging_steps=1, save_strategy="no", disable_tqdm=True, remove_unused_columns=False,
         dataloader_num_workers=0)
     cb = SignalchainCallback(out_dir=tmp_path / "sc", tensorboard=False, watchdog_timeout=None)
-    transformers.Trainer(model=model, args=args, train_dataset=Rows(fault), callbacks=[cb]).train()
+    transformers.Trainer(model=model, args=args, train_dataset=Rows(fault, decoder), callbacks=[cb]).train()
     return cb.findings
 
 
