@@ -32,13 +32,14 @@ from typing import Any
 
 import torch
 
+from ..checks.base import make
 from ..findings import Finding
 from ..monitor import Monitor
 from ..probes.forward_tap import ForwardTap
 from ._first_step import save_first_step
 from ._first_step_judges import FirstStepJudging
 from ._guard import StepGuard
-from ._reporting import Reporting
+from ._reporting import CHECK, Reporting
 from ._scalars import StepScalars
 from ._tensorboard import TensorBoardSink
 from ._watching import Watching
@@ -260,19 +261,34 @@ class LiveSession(Reporting, StepScalars, Watching, FirstStepJudging):
         if self._replay_batch is not None:  # the replay (and the locator's scan of the inputs) sees this batch
             self.monitor.use_batch(self._replay_batch)
         ok = self.monitor.check(judged, grad_norm)
-        if not ok and self.skip_nonfinite and self._guard is not None:
-            self._guard.skip_next = True
-            self.skipped_steps += 1
         history = self.monitor.history
+        norm = history["grad_norm"][-1] if history["grad_norm"] else math.nan
+        if not ok and self.skip_nonfinite and self._guard is not None:
+            if self.world > 1 and math.isfinite(norm):
+                self._kept_update(step, norm)
+            else:
+                self._guard.skip_next = True
+                self.skipped_steps += 1
         if history["loss"]:
             self.scalar("loss", history["loss"][-1], step)
-        norm = history["grad_norm"][-1] if history["grad_norm"] else math.nan
         # after the trainer clipped, the norm seen here is the unclipped one only if clipping did nothing
         if self.clip_norm is None or self.clip_norm <= 0 or norm < self.clip_norm * (1 - 1e-3):
             self.scalar("grad_norm_unclipped", norm, step)
             self.unclipped_at = step
         self._judged_loss = judged
         return ok
+
+    def _kept_update(self, step: int, norm: float) -> None:
+        """Only this rank's loss is non-finite; the gradient every rank applies (all-reduced) is finite.
+        Withholding the update here alone would make the replicas differ, so it is applied, and said once."""
+        if ("update_kept", "") in self._said:
+            return
+        self._said.add(("update_kept", ""))
+        self._add(make("optim.update_kept", "info", "optimizer",
+                       f"step {step}: this rank's loss is not finite but the all-reduced gradient every rank applies "
+                       f"is (norm {norm:.4g}), so the update was applied: withholding it on rank {self.rank} alone "
+                       "would make the replicas differ", CHECK, hint="fix the non-finite loss named beside this",
+                       step=step, rank=self.rank, grad_norm=norm))
 
     def _save_golden(self, step: int, loss: Any) -> None:
         if self.out_dir is None or self.rank != 0:
