@@ -132,3 +132,9 @@ def test_negative_losses_are_judged_on_spread_only() -> None:
     assert judge_instability(losses) == []
     losses[70] = 5.0
     assert ids(judge_instability(losses)) == [("loss.spike", "warning")]
+
+
+def test_an_oscillating_unstable_stretch_is_one_episode() -> None:
+    losses = healthy(6, n=80) + [9.0, 2.5, 11.0, 2.4, 8.0, 2.6, 12.0] + healthy(7, n=60, start=2.0)
+    found = judge_instability(losses)
+    assert ids(found) == [("loss.spike", "warning")] and found[0].evidence["step"] == 80

@@ -11,7 +11,8 @@ No number here was fitted on a bed: every rule compares a step with what the sam
   vary by factors) of the last `WINDOW` finite losses — by more than `RTOL` times `m` (Lightning's
   `SpikeDetection` default: 2, i.e. three times the running level) *and* by more than `Z` robust
   deviations (the noise of this run: a noisy fine-tuning loss is not a spike). The window is frozen
-  while the episode lasts; the episode ends when the loss is back under the bar.
+  while the episode lasts; the episode ends when the loss has been back under the bar `STAY` steps
+  (an oscillating run is one episode, not a warning per swing).
 - **Divergence** (`loss.spike`, error): the last `STAY` finite losses all `FAR` times the run's
   start or more (the median of its first `START` finite losses, before anything was flagged), or a
   non-finite loss after a spike, an explosion or an oversized update was flagged (SageMaker
@@ -88,6 +89,7 @@ class _Window:
         self.start_frozen = False
         self.episode: tuple[float, float] | None = None  # (level, spread) frozen when an episode opened
         self.far_run = 0  # consecutive values FAR above the start
+        self.calm = 0  # consecutive values back under the bar during an episode
 
     def add(self, x: float) -> None:
         if self.episode is not None:  # a spike is neither the recent level nor the run's start
@@ -110,6 +112,7 @@ class InstabilityJudge:
         self.scale_settled: float | None = None  # the scale after the scaler's first skips
         self.scale_last: float | None = None
         self.scale_said = False
+        self.lr: float | None = None  # the last learning rate given
         self.flagged: int | None = None  # the first step any warning fired
         self.said: set[str] = set()  # errors said (once per run)
 
@@ -118,6 +121,7 @@ class InstabilityJudge:
     def step(self, step: int, *, loss: float | None = None, grad_norm: float | None = None,
              update_ratio: float | None = None, lr: float | None = None, scale: float | None = None) -> list[Finding]:
         out: list[Finding] = []
+        self.lr = lr if lr is not None else self.lr
         if loss is not None:
             out += self._loss(step, float(loss))
         if grad_norm is not None:
@@ -141,7 +145,8 @@ class InstabilityJudge:
                 self.said.add("diverged")
                 return [make("loss.spike", "error", "optimizer",
                              f"step {step}: the run diverged: the loss is {x} after the instability flagged at step "
-                             f"{self.flagged} (the run started at loss {_g(w.start_level() or math.nan)})", CHECK,
+                             f"{self.flagged} (the run started at loss {_g(w.start_level() or math.nan)})"
+                             f"{self._at_lr()}", CHECK,
                              hint=LR_HINT, step=step, loss=x, flagged_at=self.flagged, start=w.start_level())]
             return []
         out = self._spike(step, x)
@@ -153,8 +158,10 @@ class InstabilityJudge:
         w = self.loss
         if w.episode is not None:
             level, _ = w.episode
-            if x - level < RTOL * abs(level) or _deviations(w.recent, level, x)[1] < Z:
-                w.episode = None  # back under the bar: the episode is over
+            calm = x - level < RTOL * abs(level) or _deviations(w.recent, level, x)[1] < Z
+            w.calm = w.calm + 1 if calm else 0
+            if w.calm >= STAY:  # back under the bar for a while: the episode is over
+                w.episode, w.calm = None, 0
             return []
         if len(w.recent) < WARM:
             return []
@@ -181,8 +188,12 @@ class InstabilityJudge:
         began = "its first step's loss" if len(w.start) == 1 else f"the median of its first {len(w.start)} steps"
         return [make("loss.spike", "error", "optimizer",
                      f"step {step}: the run diverges: the loss has stayed at {_g(FAR)}× its start or above for "
-                     f"{w.far_run} steps (now {_g(x)}; the run started at {_g(start)}, {began})", CHECK,
-                     hint=LR_HINT, step=step, loss=x, start=start, steps_above=w.far_run, since=step - w.far_run + 1)]
+                     f"{w.far_run} steps (now {_g(x)}; the run started at {_g(start)}, {began}){self._at_lr()}",
+                     CHECK, hint=LR_HINT, step=step, loss=x, lr=self.lr, start=start, steps_above=w.far_run,
+                     since=step - w.far_run + 1)]
+
+    def _at_lr(self) -> str:
+        return f", at learning rate {_g(self.lr)}" if self.lr else ""
 
     # ---- the gradient norm --------------------------------------------------------------------------
 
@@ -194,8 +205,9 @@ class InstabilityJudge:
         lg = math.log10(g)
         if w.episode is not None:
             level, spread = w.episode
-            if lg < level + max(math.log10(RISE), Z * spread):
-                w.episode = None
+            w.calm = w.calm + 1 if lg < level + max(math.log10(RISE), Z * spread) else 0
+            if w.calm >= STAY:
+                w.episode, w.calm = None, 0
         elif len(w.recent) >= WARM:
             level = median(w.recent)
             spread = _spread(w.recent, level)
@@ -213,7 +225,8 @@ class InstabilityJudge:
                 self.said.add("grad")
                 out.append(make("grad.exploding", "error", "optimizer",
                                 f"step {step}: the gradient norm has stayed at {_g(GRAD_FAR)}× its start or above for "
-                                f"{w.far_run} steps (now {_g(g)}; it started at {_g(10 ** start)})", CHECK,
+                                f"{w.far_run} steps (now {_g(g)}; it started at {_g(10 ** start)})"
+                                f"{self._at_lr()}", CHECK,
                                 hint=LR_HINT, step=step, grad_norm=g, start=10 ** start, steps_above=w.far_run))
         w.add(lg)
         return out
