@@ -124,3 +124,44 @@ def test_clean_runs_at_a_normal_rate_stay_silent(tmp_path, seed) -> None:
     assert judged(hf(tmp_path / "hf", lr=0.01, steps=60, seed=seed)) == []
     assert judged(hf(tmp_path / "codes", lr=0.01, steps=60, seed=seed, codes=True)) == []
     assert judged(lit(tmp_path / "lit", lr=0.05, steps=60, seed=seed)) == []
+
+
+class Captions(torch.utils.data.Dataset):
+    """Captions and codec-token labels [T, K] for an HF MusicGen: each caption has its own learnable codes."""
+
+    CAPTIONS = ["a slow calm piano melody", "fast loud drums with bass", "a bright guitar solo", "soft strings"]
+
+    def __init__(self, tok, n: int, codebooks: int, cardinality: int, frames: int = 25) -> None:
+        self.tok, self.n, self.k, self.v, self.t = tok, n, codebooks, cardinality, frames
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> dict:
+        enc = self.tok(self.CAPTIONS[i % 4], padding="max_length", max_length=16)
+        base = torch.randint(0, self.v, (1, self.k), generator=torch.Generator().manual_seed(i % 4))
+        labels = (base + torch.arange(self.t)[:, None] * (1 + i % 4)) % self.v  # [T, K]
+        return {"input_ids": torch.tensor(enc["input_ids"]), "attention_mask": torch.tensor(enc["attention_mask"]),
+                "labels": labels}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lr", [10.0, 1e-3])
+def test_a_tiny_hf_musicgen_at_lr_10_diverges_and_at_1e_3_is_silent(tmp_path, lr) -> None:
+    from signalchain.reference.hf.tiny import TinyConfig, tiny_model, tiny_tokenizer
+
+    tok, cfg, steps = tiny_tokenizer(), TinyConfig(), 30
+    model = tiny_model(0, cfg, len(tok))
+    for p in model.audio_encoder.parameters():  # the codec is frozen, as in MusicGen fine-tuning
+        p.requires_grad_(False)
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path), report_to=[], use_cpu=True, max_steps=steps, per_device_train_batch_size=4,
+        learning_rate=lr, lr_scheduler_type="constant", save_strategy="no", disable_tqdm=True, seed=0,
+        dataloader_num_workers=0, remove_unused_columns=False)
+    cb = HFCallback(**OPTIONS)
+    data = Captions(tok, steps * 4, cfg.num_codebooks, cfg.codebook_size)
+    transformers.Trainer(model=model, args=args, train_dataset=data, callbacks=[cb]).train()
+    if lr == 1e-3:
+        assert judged(cb) == []
+    else:
+        assert_diverges(cb, steps)
