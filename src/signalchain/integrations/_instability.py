@@ -2,7 +2,8 @@
 (as the Monitor recorded them) handed to `checks.instability_live`, which judges them against the
 run's own history. Only numbers already on the host are read: no device work is added to a step.
 
-The gradient norm is passed only when it is the unclipped one (HF clips before the Monitor sees it);
+The gradient norm is passed only when it is the unclipped one (HF clips before the Monitor sees it;
+there, HF's own pre-clip norm comes in through `judge_grad_norm` on the steps it logs);
 the learning rate is read before the update (a scheduler steps right after it), for the update ratio
 per unit learning rate.
 """
@@ -37,6 +38,18 @@ class LiveStability:
 
     def _add(self, finding: Finding) -> None:  # provided by `Reporting`
         raise NotImplementedError
+
+    def _safely(self, where: str, fn: Any, *args: Any) -> Any:  # provided by `Reporting`
+        raise NotImplementedError
+
+    def judge_grad_norm(self, step: int, norm: float) -> None:
+        """The unclipped gradient norm of a step whose Monitor norm was clipped (HF logs its pre-clip norm)."""
+        self._safely("stability", self._stability_grad, step, norm)
+
+    def _stability_grad(self, step: int, norm: float) -> None:
+        if self._stability is not None and self._stability_of is self.monitor:
+            for finding in self._stability.step(step, grad_norm=float(norm), lr=self._stability_lr):
+                self._add(finding)
 
     def _stability_before(self) -> None:
         """Before the update: the learning rate this step uses."""
