@@ -158,7 +158,7 @@ class InstabilityJudge:
         w = self.loss
         if w.episode is not None:
             level, _ = w.episode
-            calm = x - level < RTOL * abs(level) or _deviations(w.recent, level, x)[1] < Z
+            calm = x - level < RTOL * abs(level) or _deviations(w.recent, level, x)[1] < Z  # `or`: cheap test first
             w.calm = w.calm + 1 if calm else 0
             if w.calm >= STAY:  # back under the bar for a while: the episode is over
                 w.episode, w.calm = None, 0
@@ -166,9 +166,11 @@ class InstabilityJudge:
         if len(w.recent) < WARM:
             return []
         level = median(w.recent)
-        spread, deviations = _deviations(w.recent, level, x)
         rise = x - level
-        if rise <= 0 or rise < RTOL * abs(level) or deviations < Z:
+        if rise <= 0 or rise < RTOL * abs(level):  # the cheap test first: most steps end here
+            return []
+        spread, deviations = _deviations(w.recent, level, x)
+        if deviations < Z:
             return []
         w.episode = (level, spread)
         return [make("loss.spike", "warning", "loss",
@@ -210,8 +212,8 @@ class InstabilityJudge:
                 w.episode, w.calm = None, 0
         elif len(w.recent) >= WARM:
             level = median(w.recent)
-            spread = _spread(w.recent, level)
-            if lg - level >= math.log10(RISE) and lg - level >= Z * spread:
+            if lg - level >= math.log10(RISE) and lg - level >= Z * _spread(w.recent, level):
+                spread = _spread(w.recent, level)
                 w.episode = (level, spread)
                 out.append(make("grad.exploding", "warning", "grad",
                                 f"step {step}: the total gradient norm jumps to {_g(g)}, {_g(10 ** (lg - level))}× "
