@@ -138,3 +138,19 @@ def test_an_oscillating_unstable_stretch_is_one_episode() -> None:
     losses = healthy(6, n=80) + [9.0, 2.5, 11.0, 2.4, 8.0, 2.6, 12.0] + healthy(7, n=60, start=2.0)
     found = judge_instability(losses)
     assert ids(found) == [("loss.spike", "warning")] and found[0].evidence["step"] == 80
+
+
+def test_a_nan_long_after_a_recovered_spike_is_not_divergence() -> None:
+    losses = healthy(8, n=200)
+    losses[40] = 60.0
+    losses[190] = math.nan
+    assert ids(judge_instability(losses)) == [("loss.spike", "warning")]
+
+
+def test_a_loss_that_settles_at_a_new_level_is_watched_again_from_there() -> None:
+    # a spike to a plateau 4x higher that stays (below the divergence bar), then a real spike from it
+    losses = [2.0 * x for x in healthy(9, n=60, start=2.0, end=2.0)] + healthy(10, n=120, start=16.0, end=16.0)
+    losses[150] = 400.0
+    found = judge_instability(losses)
+    assert [(f.id, f.severity.value, f.evidence["step"]) for f in found] == [
+        ("loss.spike", "warning", 60), ("loss.spike", "warning", 150)]

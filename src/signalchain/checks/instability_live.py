@@ -12,11 +12,13 @@ No number here was fitted on a bed: every rule compares a step with what the sam
   `SpikeDetection` default: 2, i.e. three times the running level) *and* by more than `Z` robust
   deviations (the noise of this run: a noisy fine-tuning loss is not a spike). The window is frozen
   while the episode lasts; the episode ends when the loss has been back under the bar `STAY` steps
-  (an oscillating run is one episode, not a warning per swing).
+  (an oscillating run is one episode, not a warning per swing), or after `WINDOW` steps at a new
+  level, which then becomes the run's level (the window fills again).
 - **Divergence** (`loss.spike`, error): the last `STAY` finite losses all `FAR` times the run's
   start or more (the median of its first `START` finite losses, before anything was flagged), or a
-  non-finite loss after a spike, an explosion or an oversized update was flagged (SageMaker
-  Debugger's `LossNotDecreasing`/`ExplodingTensor`, the Tuning Playbook's "loss goes up and stays").
+  non-finite loss during (or within `WINDOW` steps of) a spike, an explosion or an oversized update
+  (SageMaker Debugger's `LossNotDecreasing`/`ExplodingTensor`, the Tuning Playbook's "loss goes up
+  and stays").
 - **Gradient explosion** (`grad.exploding`): the total gradient norm leaves the recent window by a
   factor of `RISE` (one order of magnitude) and by `Z` robust deviations of log10 norm (warning);
   `GRAD_FAR` (two orders of magnitude) times the start norm for `STAY` steps (error). Norms the
@@ -90,6 +92,7 @@ class _Window:
         self.episode: tuple[float, float] | None = None  # (level, spread) frozen when an episode opened
         self.far_run = 0  # consecutive values FAR above the start
         self.calm = 0  # consecutive values back under the bar during an episode
+        self.lasted = 0  # steps the open episode has lasted
 
     def add(self, x: float) -> None:
         if self.episode is not None:  # a spike is neither the recent level nor the run's start
@@ -114,6 +117,7 @@ class InstabilityJudge:
         self.scale_said = False
         self.lr: float | None = None  # the last learning rate given
         self.flagged: int | None = None  # the first step any warning fired
+        self.last_flag: int | None = None  # the last step any finding fired
         self.said: set[str] = set()  # errors said (once per run)
 
     # ---- the caller's side ----------------------------------------------------------------------
@@ -132,6 +136,8 @@ class InstabilityJudge:
             out += self._scale(step, float(scale))
         if out and self.flagged is None:
             self.flagged = step
+        if out:
+            self.last_flag = step
         if self.flagged is not None:  # a run that is already unstable no longer defines its start
             self.loss.start_frozen = self.grad.start_frozen = True
         return out
@@ -141,7 +147,11 @@ class InstabilityJudge:
     def _loss(self, step: int, x: float) -> list[Finding]:
         w = self.loss
         if not math.isfinite(x):
-            if self.flagged is not None and "diverged" not in self.said:
+            # a NaN is the run diverging only while it is unstable: long after a spike that recovered, a
+            # non-finite loss is the non-finite locator's to explain (a bad batch, an op)
+            unstable = w.episode is not None or self.grad.episode is not None or self.ratio_episode or (
+                self.last_flag is not None and step - self.last_flag <= WINDOW)
+            if unstable and "diverged" not in self.said:
                 self.said.add("diverged")
                 return [make("loss.spike", "error", "optimizer",
                              f"step {step}: the run diverged: the loss is {x} after the instability flagged at step "
@@ -159,9 +169,12 @@ class InstabilityJudge:
         if w.episode is not None:
             level, _ = w.episode
             calm = x - level < RTOL * abs(level) or _deviations(w.recent, level, x)[1] < Z  # `or`: cheap test first
-            w.calm = w.calm + 1 if calm else 0
+            w.calm, w.lasted = (w.calm + 1 if calm else 0), w.lasted + 1
             if w.calm >= STAY:  # back under the bar for a while: the episode is over
-                w.episode, w.calm = None, 0
+                w.episode, w.calm, w.lasted = None, 0, 0
+            elif w.lasted >= WINDOW:  # a new level that stays (and is no divergence): it is the run's level now
+                w.episode, w.calm, w.lasted = None, 0, 0
+                w.recent.clear()
             return []
         if len(w.recent) < WARM:
             return []
