@@ -127,7 +127,8 @@ def test_clean_runs_at_a_normal_rate_stay_silent(tmp_path, seed) -> None:
 
 
 class Captions(torch.utils.data.Dataset):
-    """Captions and codec-token labels [T, K] for an HF MusicGen: each caption has its own learnable codes."""
+    """Captions and codec-token labels [T + K - 1, K] (delay pattern) for an HF MusicGen: each caption has
+    its own learnable codes."""
 
     CAPTIONS = ["a slow calm piano melody", "fast loud drums with bass", "a bright guitar solo", "soft strings"]
 
@@ -140,7 +141,11 @@ class Captions(torch.utils.data.Dataset):
     def __getitem__(self, i: int) -> dict:
         enc = self.tok(self.CAPTIONS[i % 4], padding="max_length", max_length=16)
         base = torch.randint(0, self.v, (1, self.k), generator=torch.Generator().manual_seed(i % 4))
-        labels = (base + torch.arange(self.t)[:, None] * (1 + i % 4)) % self.v  # [T, K]
+        codes = (base + torch.arange(self.t)[:, None] * (1 + i % 4)) % self.v  # [T, K]
+        # MusicGen's delay pattern: codebook k is delayed by k frames; the positions it leaves are ignored
+        labels = torch.full((self.t + self.k - 1, self.k), -100)
+        for k in range(self.k):
+            labels[k:k + self.t, k] = codes[:, k]
         return {"input_ids": torch.tensor(enc["input_ids"]), "attention_mask": torch.tensor(enc["attention_mask"]),
                 "labels": labels}
 
