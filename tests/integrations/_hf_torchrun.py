@@ -41,9 +41,10 @@ class Rows(torch.utils.data.Dataset):
         tok = tiny_tokenizer()
         enc = tok("a calm piano melody", padding="max_length", max_length=8)
         g = torch.Generator().manual_seed(0)
-        self.rows = [{"input_ids": torch.tensor(enc["input_ids"]), "attention_mask": torch.tensor(enc["attention_mask"]),
-                      "labels": labels_from_pattern(delayed_codes(decoder, codes(g), PAD), torch.tensor([FRAMES]), PAD)[0]}
-                     for _ in range(64)]
+        ids, mask = torch.tensor(enc["input_ids"]), torch.tensor(enc["attention_mask"])
+        pattern = [delayed_codes(decoder, codes(g), PAD) for _ in range(64)]
+        self.rows = [{"input_ids": ids, "attention_mask": mask,
+                      "labels": labels_from_pattern(p, torch.tensor([FRAMES]), PAD)[0]} for p in pattern]
 
     def __len__(self) -> int:
         return len(self.rows)

@@ -64,3 +64,6 @@ def test_rank_1s_empty_labels_are_located_and_reach_rank_0(tmp_path: Path) -> No
     assert own and own[0]["evidence"]["cause"] == "empty_reduction"
     copied = [f for f in res[0]["findings"] if f["id"] == "nonfinite.first" and f["evidence"].get("rank") == 1]
     assert copied and copied[0]["evidence"]["cause"] == "empty_reduction", res[0]["findings"]
+    # the all-reduced gradient was finite: rank 1 alone withholding the update would split the replicas
+    assert res[0]["weights"] == res[1]["weights"] and res[0]["skipped"] == res[1]["skipped"] == 0
+    assert any(f["id"] == "optim.update_kept" and f["evidence"]["rank"] == 1 for f in res[1]["findings"])

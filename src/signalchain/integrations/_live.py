@@ -11,7 +11,8 @@
         optimizer.zero_grad(); session.end_step(step)
     session.close()                              # findings.json written, TensorBoard flushed
 
-It runs the `Monitor` (non-finite trigger with replay, scaler skips, update ratio), saves the first
+It runs the `Monitor` (non-finite trigger with replay, scaler skips, update ratio) and judges the
+run's stability against its own history (`checks.instability_live`), saves the first
 step as a golden batch, writes findings to the "signalchain" logger and `out_dir/findings.json`
 (atomically, whenever they change), and scalars and audio to TensorBoard. No trainer is imported
 here. Every entry point catches its own exceptions as `internal.check_failed` findings (unless
@@ -39,6 +40,7 @@ from ..probes.forward_tap import ForwardTap
 from ._first_step import save_first_step
 from ._first_step_judges import FirstStepJudging
 from ._guard import StepGuard
+from ._instability import LiveStability
 from ._reporting import CHECK, Reporting
 from ._scalars import StepScalars
 from ._tensorboard import TensorBoardSink
@@ -47,7 +49,7 @@ from ._watching import Watching
 __all__ = ["LiveSession"]
 
 
-class LiveSession(Reporting, StepScalars, Watching, FirstStepJudging):
+class LiveSession(Reporting, StepScalars, Watching, FirstStepJudging, LiveStability):
     """Monitor, golden batch, findings file and TensorBoard for one training run.
 
     out_dir: where findings.json, golden/ and tensorboard/ go (None: nowhere; findings stay in
@@ -260,12 +262,14 @@ class LiveSession(Reporting, StepScalars, Watching, FirstStepJudging):
         judged = self._step_loss(loss)
         if self._replay_batch is not None:  # the replay (and the locator's scan of the inputs) sees this batch
             self.monitor.use_batch(self._replay_batch)
+        self._safely("stability", self._stability_before)
         ok = self.monitor.check(judged, grad_norm)
         history = self.monitor.history
         norm = history["grad_norm"][-1] if history["grad_norm"] else math.nan
         if not ok and self.skip_nonfinite and self._guard is not None:
             if self.world > 1 and math.isfinite(norm):
                 self._kept_update(step, norm)
+                ok = True  # the update goes ahead on every rank
             else:
                 self._guard.skip_next = True
                 self.skipped_steps += 1
@@ -305,6 +309,7 @@ class LiveSession(Reporting, StepScalars, Watching, FirstStepJudging):
                 self._safely("golden", self._save_golden, step, self._judged_loss)
             self._safely("first_step", self._first_step_end, step)
             self._safely("scalars", self._step_scalars, step, logs)
+            self._safely("stability", self._stability_end, step)  # loss spikes, explosions, oversized updates
             if step % self.every == 0:
                 self._safely("tensorboard", self.tb.flush)
             self._rank_watch_step(step)

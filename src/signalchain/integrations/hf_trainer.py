@@ -109,6 +109,7 @@ class SignalchainCallback(SessionOwner, TrainerCallback):
         norm = logs.get("grad_norm")
         if session is not None and isinstance(norm, (int, float)) and session.unclipped_at != step:
             session.scalar("grad_norm_unclipped", float(norm), step)  # HF's pre-clip norm of that step
+            session.judge_grad_norm(step, float(norm))
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self.close()
