@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 import transformers
+from _rank_jobs import held_codes
 
 from signalchain.integrations.hf_musicgen.labels import delayed_codes, labels_from_pattern
 from signalchain.integrations.hf_trainer import SignalchainCallback
@@ -28,12 +29,7 @@ RANK = int(os.environ.get("RANK", "0"))
 
 
 def codes(g: torch.Generator) -> torch.Tensor:
-    """Codes [1, K, FRAMES] that hold on for a few frames, as codec tokens of real audio do."""
-    out = torch.randint(0, PAD, (1, K, 1), generator=g).repeat(1, 1, FRAMES)
-    for t in range(1, FRAMES):
-        change = torch.rand(1, K, generator=g) < 0.3
-        out[0, :, t] = torch.where(change[0], torch.randint(0, PAD, (K,), generator=g), out[0, :, t - 1])
-    return out
+    return held_codes(g, K, FRAMES, PAD)
 
 
 class Rows(torch.utils.data.Dataset):

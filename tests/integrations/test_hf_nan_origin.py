@@ -14,6 +14,7 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
 import torch  # noqa: E402
+from _rank_jobs import held_codes  # noqa: E402
 
 from signalchain.integrations.hf_musicgen.labels import delayed_codes, labels_from_pattern  # noqa: E402
 from signalchain.integrations.hf_trainer import SignalchainCallback  # noqa: E402
@@ -25,12 +26,7 @@ T = FRAMES + K - 1  # label positions once the delay pattern is laid
 
 
 def codes(g: torch.Generator) -> torch.Tensor:
-    """Codes [1, K, FRAMES] that hold on for a few frames, as codec tokens of real audio do."""
-    out = torch.randint(0, PAD, (1, K, 1), generator=g).repeat(1, 1, FRAMES)
-    for t in range(1, FRAMES):
-        change = torch.rand(1, K, generator=g) < 0.3
-        out[0, :, t] = torch.where(change[0], torch.randint(0, PAD, (K,), generator=g), out[0, :, t - 1])
-    return out
+    return held_codes(g, K, FRAMES, PAD)
 
 
 class Rows(torch.utils.data.IterableDataset):

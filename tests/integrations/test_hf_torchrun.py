@@ -4,12 +4,7 @@ findings carry that verdict with its rank. Each job has a hard deadline; its pro
 
 from __future__ import annotations
 
-import json
-import os
-import signal
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,8 +12,9 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
+from _rank_jobs import run_ranks  # noqa: E402
+
 SCRIPT = Path(__file__).with_name("_hf_torchrun.py")
-SRC = Path(__file__).resolve().parents[2] / "src"
 DEADLINE_S = 240
 
 
@@ -31,24 +27,8 @@ def _free_port() -> int:
 def _run(scenario: str, tmp: Path) -> dict[int, dict]:
     out = tmp / scenario
     out.mkdir()
-    env = dict(os.environ, PYTHONPATH=f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", OMP_NUM_THREADS="1",
-               HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port()),
-           str(SCRIPT), scenario, str(out)]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        log = proc.communicate(timeout=DEADLINE_S)[0].decode(errors="replace")
-    except subprocess.TimeoutExpired:
-        log = "(killed at the deadline)"
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(10)
-    results = {r: json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1) if (out / f"rank{r}.json").exists()}
-    assert len(results) == 2, f"ranks wrote {sorted(results)}:\n{log[-4000:]}"
-    return results
+    launcher = ["-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", str(_free_port())]
+    return run_ranks([*launcher, str(SCRIPT), scenario, str(out)], out, DEADLINE_S)
 
 
 def test_a_clean_torchrun_job_is_silent_on_every_rank(tmp_path: Path) -> None:

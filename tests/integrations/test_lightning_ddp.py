@@ -12,42 +12,22 @@ Every run has a hard deadline, and its whole process group is killed afterwards.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("lightning")
 
+from _rank_jobs import run_ranks  # noqa: E402
+
 SCRIPT = Path(__file__).with_name("_lightning_ddp.py")
-SRC = Path(__file__).resolve().parents[2] / "src"
 DEADLINE_S = 180
 
 
 def _run(scenario: str, tmp: Path) -> dict[int, dict]:
     out = tmp / scenario
     out.mkdir()
-    env = dict(os.environ, PYTHONPATH=f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", OMP_NUM_THREADS="1",
-               HF_HUB_OFFLINE="1", PYTHONWARNINGS="ignore")
-    env.pop("MASTER_PORT", None)  # Lightning picks a free one
-    proc = subprocess.Popen([sys.executable, str(SCRIPT), scenario, str(out)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        log = proc.communicate(timeout=DEADLINE_S)[0].decode(errors="replace")
-    except subprocess.TimeoutExpired:
-        log = "(killed at the deadline)"
-    finally:  # rank 1 is a child of rank 0: the session's whole group goes
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.wait(10)
-    results = {r: json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1) if (out / f"rank{r}.json").exists()}
-    assert len(results) == 2, f"ranks wrote {sorted(results)}:\n{log[-4000:]}"
-    return results
+    return run_ranks([str(SCRIPT), scenario, str(out)], out, DEADLINE_S, MASTER_PORT=None)  # Lightning picks one
 
 
 def _ids(result: dict) -> list[str]:
