@@ -236,3 +236,13 @@ def test_a_real_process_exits_2_with_one_line_on_stderr(tmp_path: Path, args: li
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("signalchain: error: "), proc.stderr
     assert proc.stdout == ""
+
+
+def test_audit_of_an_empty_folder_is_a_usage_error_not_a_pass(tmp_path: Path) -> None:
+    """A typo'd or empty data folder must fail a CI gate, as `listen` does on one."""
+    empty = tmp_path / "data"
+    empty.mkdir()
+    res = invoke("audit", str(empty))
+    lines = [line for line in res.stderr.splitlines() if line.strip()]  # the progress bar leaves a blank line
+    assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("signalchain: error: nothing to audit")
+    assert str(empty) in lines[0] and "No findings" not in res.output

@@ -111,3 +111,14 @@ def test_listen_judges_a_float_overshoot_and_draws_it(tmp_path: Path, monkeypatc
     assert "0.17%" in text
     assert drawn["render.wav"] == pytest.approx(10 ** (7.8 / 20), rel=1e-4)  # the page draws what the file holds
     assert drawn["fine.wav"] == pytest.approx(10 ** (-1 / 20), rel=1e-4)
+
+
+def test_json_dash_is_the_report_on_stdout_and_the_table_on_stderr(folder: Path, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(cli, ["listen", str(folder / "good.wav"), str(folder / "tiny.wav"), "--json", "-"])
+    report = json.loads(res.stdout)  # nothing but the report on stdout: it pipes into jq
+    assert res.exit_code == 1 and "output.silent" in {f["id"] for f in report["findings"]}
+    assert "output.silent" in res.stderr and not (tmp_path / "-").exists()
+    again = CliRunner().invoke(cli, ["listen", str(folder / "good.wav")])  # the next command prints as before
+    assert again.exit_code == 0 and "No findings" in again.stdout and "No findings" not in again.stderr

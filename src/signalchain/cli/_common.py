@@ -16,6 +16,7 @@ from ..errors import PipelineExit, SignalchainError, UsageError
 from ..findings import Finding, exit_code
 from ..pipeline import Pipeline, capabilities, load_pipeline
 from ..report import HtmlReport, print_findings, write_json
+from ..report.terminal import human_to_stderr
 
 __all__ = ["DEFAULT_PIPELINE", "BUILTIN_PIPELINES", "common_options", "hf_options", "resolve_pipeline", "guarded",
            "one_line", "exit_origin", "fail", "shield_exits", "emit"]
@@ -46,11 +47,19 @@ def common_options(html: bool = True) -> Callable[[Callable[..., Any]], Callable
         if html:
             f = click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
                              help="Write the self-contained HTML report here.")(f)
-        f = click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
-                         help="Write the machine-readable report here.")(f)
+        f = click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
+                         callback=_json_target,
+                         help="Write the machine-readable report here (- : standard output, the rest to stderr).")(f)
         return f
 
     return deco
+
+
+def _json_target(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """`--json -`: the report is standard output, so everything said for people goes to stderr; reset
+    on every command, so that one invocation's choice never leaks into the next (tests, a Python caller)."""
+    human_to_stderr(value == "-")
+    return value
 
 
 def one_line(text: object, limit: int = 2000) -> str:

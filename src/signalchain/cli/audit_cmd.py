@@ -129,6 +129,9 @@ def audit(paths: tuple[str, ...], splits: tuple[str, ...], workers: int, max_cap
         result = run_audit(paths, named, workers=workers, max_caption_tokens=max_caption_tokens,
                            stats_file=stats_file, sampler_file=sampler_file,
                            cache_path=None if no_cache else (cache_path or default_cache_path()), progress=_Bar(bar))
+    if not result.files and not result.findings:  # a typo'd or empty folder must not pass a CI gate
+        where = ", ".join([*paths, *(f"{k}={v}" for k, v in named)])
+        raise UsageError(f"nothing to audit in {where}: no audio files, manifest rows or MIDI files found there")
     done = (f"{len(result.files)} examples in {result.timings['total']:.1f} s "
             f"({result.cache['hits']} from the cache {result.cache['path']})")
     return emit(con, result.findings, title=f"audit · {len(result.files)} examples", show=[_summary(result), done],

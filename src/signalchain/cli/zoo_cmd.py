@@ -151,11 +151,11 @@ def zoo(zoo_spec: str | None, member_names: str | None, fast: bool, beds: tuple[
     say = lambda line: err.print(line, highlight=False, markup=False)  # noqa: E731  (plain lines: logs too)
     zoo_mod.prepare([m["name"] for m in chosen], say)
     say(f"zoo: {len(chosen)} members × seeds {seed_list} ({budget}); performance runs last, one at a time")
-    if resume and not json_path:
-        raise UsageError("--resume reads the runs a zoo wrote beside its --json file: give --json too")
+    if resume and (not json_path or json_path == "-"):
+        raise UsageError("--resume reads the runs a zoo wrote beside its --json file: give --json FILE too")
     on_run = None
     earlier: list[tuple[ZooRun, str]] = []
-    if json_path:  # each run as it ends, one JSON line: a long zoo keeps what it measured if stopped
+    if json_path and json_path != "-":  # each run as it ends, one JSON line: a long zoo keeps what it measured
         log = Path(f"{json_path}.runs.jsonl")
         log.parent.mkdir(parents=True, exist_ok=True)
         same = {"budget": budget, "families": sorted(families)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,12 @@ def report_dict(findings: Sequence[Finding], **extra: Any) -> dict[str, Any]:
 
 
 def write_json(path: str | Path, findings: Sequence[Finding], **extra: Any) -> Path:
+    """The report to `path`, atomically; `-` is standard output (the human output went to stderr)."""
+    text = json.dumps(report_dict(findings, **extra), indent=2, allow_nan=False) + "\n"
+    if str(path) == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return Path("-")
     path = Path(path)
-    write_text_atomic(path, json.dumps(report_dict(findings, **extra), indent=2, allow_nan=False) + "\n")
+    write_text_atomic(path, text)
     return path

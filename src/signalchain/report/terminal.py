@@ -12,13 +12,23 @@ from ..golden.compare import Comparison
 from ..trace import Trace
 from .describe import describe_diff, describe_record
 
-__all__ = ["console", "print_findings", "print_trace", "print_comparison"]
+__all__ = ["console", "human_to_stderr", "print_findings", "print_trace", "print_comparison"]
+
+#: Set by `--json -`: standard output carries the JSON report, so every console writes to stderr.
+_TO_STDERR = False
+
+
+def human_to_stderr(on: bool = True) -> None:
+    global _TO_STDERR
+    _TO_STDERR = on
 
 _STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 
 
 def console(stderr: bool = False) -> Console:
-    """A rich console; when output is not a terminal (CI logs, pipes) tables get 120 columns."""
+    """A rich console; when output is not a terminal (CI logs, pipes) tables get 120 columns. After
+    `human_to_stderr()` (`--json -`) every console writes to stderr."""
+    stderr = stderr or _TO_STDERR
     probe = Console(stderr=stderr)
     width = None if probe.is_terminal else 120
     return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width)
