@@ -65,7 +65,8 @@ def test_monitor_is_public_and_silent_on_a_healthy_loop() -> None:
     model, opt = make()
     mon = Monitor(model, opt, replay=loss_fn)
     assert train(model, mon, batches(5), opt) == [True] * 5
-    assert mon.findings == [] and mon.summary() == {"steps": 5, "fired": [], "skipped": 0, "errors": 0}
+    assert mon.findings == [] and mon.summary() == {"steps": 5, "fired": [], "skipped": 0, "scaler_skipped": 0,
+                                                  "errors": 0}
 
 
 def test_monitor_locates_the_first_bad_op_and_leaves_the_loop_state_alone() -> None:
@@ -73,6 +74,7 @@ def test_monitor_locates_the_first_bad_op_and_leaves_the_loop_state_alone() -> N
     mon = Monitor(model, opt, replay=loss_fn, on_finding=lambda f: None)
     ok = train(model, mon, batches(4, zero_row_at=2), opt)
     assert ok == [True, True, False, True] and mon.fired == [2]
+    assert mon.summary() == {"steps": 4, "fired": [2], "skipped": 1, "scaler_skipped": 0, "errors": 2}
     first = next(f for f in mon.findings if f.id == "nonfinite.first")
     assert first.stage == "features" and first.evidence["op"] == "aten.rsqrt.default"
     assert first.evidence["module"] == "" and first.evidence["step"] == 2

@@ -407,6 +407,8 @@ class Monitor:
             self._add(f)
 
     def summary(self) -> dict[str, Any]:
-        return {"steps": self.steps, "fired": self.fired, "skipped": self.skipped,
-                "errors": sum(1 for f in self.findings if f.severity == Severity.ERROR)}
+        """steps seen; fired: the steps `check` answered False (the loop was told to withhold their
+        update); skipped: updates that did not happen, those withheld plus the scaler's own skips."""
+        return {"steps": self.steps, "fired": self.fired, "skipped": len(self.fired) + self.skipped,
+                "scaler_skipped": self.skipped, "errors": sum(1 for f in self.findings if f.severity == Severity.ERROR)}
 
