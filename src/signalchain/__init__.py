@@ -20,8 +20,19 @@ from ._version import __version__
 from .errors import GoldenFileError, PipelineError, SignalchainError, TraceError, UsageError
 
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time `__getattr__` imports each on first use
-    from .api import (AuditReport, CaptureReport, CompareReport, DoctorReport, ListenReport, Report, audit, capture,
-                      compare, doctor, listen)
+    from .api import (
+        AuditReport,
+        CaptureReport,
+        CompareReport,
+        DoctorReport,
+        ListenReport,
+        Report,
+        audit,
+        capture,
+        compare,
+        doctor,
+        listen,
+    )
     from .findings import Finding, Severity
     from .golden import Comparison, Golden, Tolerance, compare_traces, load_golden, save_golden
     from .monitor import Monitor
@@ -118,6 +129,7 @@ class _Face(types.ModuleType):
     def __setattr__(self, name: str, value: Any) -> None:
         if name == "audit" and type(value) is types.ModuleType and value.__name__ == f"{__name__}.audit":
             value.__class__ = _CallablePackage
+            value.__doc__ = f"{value.__doc__ or ''}\nCalled, `signalchain.audit(paths, ...)` is `api.audit`.\n"
         super().__setattr__(name, value)
 
 

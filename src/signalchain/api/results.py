@@ -94,8 +94,8 @@ class Report:
     def verdict(self) -> str:
         """'ok' or 'not ok', then the counts: '2 errors, 1 warning, 3 info'."""
         infos = sum(f.severity is Severity.INFO for f in self.findings)
-        counts = f"{_count(len(self.errors), 'error')}, {_count(len(self.warnings), 'warning')}, {_count(infos, 'info')}"
-        return f"{'ok' if self.ok else 'not ok'}: {counts}"
+        counts = [_count(len(self.errors), "error"), _count(len(self.warnings), "warning"), _count(infos, "info")]
+        return f"{'ok' if self.ok else 'not ok'}: {', '.join(counts)}"
 
     def __str__(self) -> str:
         lines = [f"{self.title} — {self.verdict()}"]
@@ -150,7 +150,8 @@ class AuditReport(Report):
         super().__init__(result.findings, title=f"audit · {_count(len(result.files), what[:-1])}", fields=fields,
                          page=page, lines=[done])
         self.result, self.midi = result, midi
-        self.files, self.splits, self.matches, self.sources = result.files, result.splits, result.matches, result.sources
+        self.files, self.splits, self.matches = result.files, result.splits, result.matches
+        self.sources = result.sources
 
 
 class ListenReport(Report):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..golden.describe import describe_diff, fmt  # re-exported: every renderer imports them from here
 from ..trace import StageRecord
 
