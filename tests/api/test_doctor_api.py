@@ -38,7 +38,9 @@ def test_a_faulty_family_is_not_ok_and_str_names_the_first_error(flagged: sc.Doc
 
 
 def test_a_clean_family_is_ok(tmp_path: Path) -> None:
-    report = sc.doctor(TOY, families=["audio"])  # the toy's audio is clean sines at -10 dBFS
+    said: list[str] = []
+    report = sc.doctor(TOY, families=["audio"], progress=said.append)  # the toy's audio: clean sines at -10 dBFS
+    assert "audio" in said  # each family is announced as it starts
     assert isinstance(report, sc.DoctorReport)
     assert report.ok and not report.errors
     assert report.pipeline == TOY and report.name == "toy"
