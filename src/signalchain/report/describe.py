@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..golden.compare import StageDiff
-from ..trace import StageRecord
+if TYPE_CHECKING:  # annotations only (cheap to import: the terminal output uses it)
+    from ..golden.compare import StageDiff
+    from ..trace import StageRecord
 
 __all__ = ["fmt", "describe_record", "describe_diff"]
 

@@ -10,7 +10,6 @@ import numpy as np
 from ..findings import Finding
 from ..records.output import FileMeasurement
 from .html import HtmlReport, audio_player, esc, findings_table, image_tag, table
-from .plots import audio_figure
 
 __all__ = ["render_listen", "file_row"]
 
@@ -43,6 +42,8 @@ HEADERS = ["file", "rate", "format/subtype", "ch", "seconds", "RMS dBFS", "peak 
 def render_listen(reports: Sequence[FileMeasurement], findings: Sequence[Finding],
                   load: Callable[[str], tuple[np.ndarray, int] | None], expectations: str = "") -> HtmlReport:
     """`load(path)` returns the decoded audio [C, T] and its rate (None when unreadable)."""
+    from .plots import audio_figure  # matplotlib: only for the page (the terminal table needs none of it)
+
     bad = {f.evidence.get("path") for f in findings if f.severity.value != "info"}
     page = HtmlReport("signalchain listen", f"{len(reports)} files · {len(bad)} with findings" + expectations)
     page.section("Findings", findings_table(findings), "findings")
