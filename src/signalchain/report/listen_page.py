@@ -16,6 +16,14 @@ __all__ = ["render_listen", "file_row"]
 MAX_PLAYERS = 200  # beyond this many files the page keeps the numbers and drops the media
 
 
+def audio_figure(audio: np.ndarray, sample_rate: int | None, title: str = "") -> bytes:
+    """`plots.audio_figure`, imported on first use: matplotlib loads for the page only, never for the
+    terminal table (`file_row`, `HEADERS`) that `signalchain listen` prints."""
+    from .plots import audio_figure as draw
+
+    return draw(audio, sample_rate, title)
+
+
 def _db(x: Any) -> str:
     return f"{x:.1f}" if isinstance(x, (int, float)) else "—"
 
@@ -42,8 +50,6 @@ HEADERS = ["file", "rate", "format/subtype", "ch", "seconds", "RMS dBFS", "peak 
 def render_listen(reports: Sequence[FileMeasurement], findings: Sequence[Finding],
                   load: Callable[[str], tuple[np.ndarray, int] | None], expectations: str = "") -> HtmlReport:
     """`load(path)` returns the decoded audio [C, T] and its rate (None when unreadable)."""
-    from .plots import audio_figure  # matplotlib: only for the page (the terminal table needs none of it)
-
     bad = {f.evidence.get("path") for f in findings if f.severity.value != "info"}
     page = HtmlReport("signalchain listen", f"{len(reports)} files · {len(bad)} with findings" + expectations)
     page.section("Findings", findings_table(findings), "findings")
