@@ -42,9 +42,9 @@ _PROBE = textwrap.dedent("""
         code = 0
     roots = {m.split(".")[0] for m in sys.modules}
     cmds = sorted(m for m in sys.modules if m.startswith("signalchain.cli.") and m.endswith(("_cmd", "_cmds")))
-    print("\\nPROBE " + json.dumps({"code": code, "heavy": sorted(roots & set(%r)), "commands": cmds}),
+    print("\\nPROBE " + json.dumps({"code": code, "heavy": sorted(roots & set(HEAVY)), "commands": cmds}),
           file=sys.stderr)
-""" % (HEAVY,))
+""").replace("HEAVY", repr(HEAVY))
 
 
 def _probe(*argv: str, eager: bool = False) -> tuple[dict, str]:
