@@ -60,7 +60,8 @@ class LazyCommands(MutableMapping[str, click.Command]):
     first lookup (`cli.commands[name]`, `.get`, `.values()`); membership and listing import nothing."""
 
     def __init__(self, table: dict[str, tuple[str, str, str]]):
-        self._table, self._loaded = dict(table), {}  # type: dict[str, tuple[str, str, str]], dict[str, click.Command]
+        self._table: dict[str, tuple[str, str, str]] = dict(table)
+        self._loaded: dict[str, click.Command] = {}
 
     def __getitem__(self, name: str) -> click.Command:
         if name not in self._loaded:
