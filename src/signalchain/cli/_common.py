@@ -7,16 +7,18 @@ import inspect
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
 
 from ..errors import PipelineExit, SignalchainError, UsageError
 from ..findings import Finding, exit_code
 from ..pipeline import Pipeline, capabilities, load_pipeline
-from ..report import HtmlReport, print_findings, write_json
-from ..report.terminal import human_to_stderr
+
+if TYPE_CHECKING:  # the report (rich, numpy, pages) is imported where a command uses it: `--help` stays cheap
+    from rich.console import Console
+
+    from ..report import HtmlReport
 
 __all__ = ["DEFAULT_PIPELINE", "BUILTIN_PIPELINES", "common_options", "hf_options", "resolve_pipeline", "guarded",
            "one_line", "exit_origin", "fail", "shield_exits", "emit"]
@@ -58,6 +60,8 @@ def common_options(html: bool = True) -> Callable[[Callable[..., Any]], Callable
 def _json_target(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """`--json -`: the report is standard output, so everything said for people goes to stderr; reset
     on every command, so that one invocation's choice never leaks into the next (tests, a Python caller)."""
+    from ..report.terminal import human_to_stderr
+
     human_to_stderr(value == "-")
     return value
 
@@ -200,6 +204,8 @@ def emit(con: Console, findings: Sequence[Finding], *, json_path: str | None, ht
     under a status line `rendering` when given, and where it went; the exit code is `code` when
     given, else 1 when any finding is an error (DESIGN §5).
     """
+    from ..report import print_findings, write_json
+
     if title is not None:
         print_findings(findings, con, title=title)
     for item in show:

@@ -10,6 +10,7 @@ from ..experiments.doctor import SYMPTOMS, run_doctor, select_families
 from ..pipeline import ProtocolView
 from ..report import console, render_doctor
 from ..report.doctor_page import strip_audio
+from ._clock import elapsed
 from ._common import common_options, emit, guarded, hf_options, resolve_pipeline, shield_exits
 from .golden_cmds import fault_option, inject_faults
 
@@ -46,7 +47,7 @@ def doctor(pipeline: str | None, families: tuple[str, ...], symptom: str | None,
         # shield_exits: a sys.exit() in the pipeline's code is its crash (pipeline.step_failed), not our exit code
         result = run_doctor(ProtocolView(shield_exits(pipe)), families, symptom, seed=seed, budget=budget,
                             progress=lambda what: bar.update(task, description=f"doctor: {what}"))
-    ran = (f"families run: {', '.join(result.families)} in {result.seconds:.1f} s"
+    ran = (f"families run: {', '.join(result.families)} in {elapsed():.1f} s"
            + (f"; not available yet: {', '.join(result.unavailable)}" if result.unavailable else ""))
     return emit(
         con,

@@ -35,8 +35,6 @@ from ..report import (
     console,
     print_comparison,
     print_trace,
-    render_compare,
-    render_inspect,
 )
 from ..trace import Trace
 from ._common import (
@@ -50,6 +48,20 @@ from ._common import (
 )
 
 __all__ = ["capture", "compare", "inspect", "inject_faults", "parse_stage_tolerances"]
+
+
+def render_compare(*args: Any, **kwargs: Any) -> Any:
+    """The compare page, its module (matplotlib, the plots) imported only when --html asks for it."""
+    from ..report import render_compare as render
+
+    return render(*args, **kwargs)
+
+
+def render_inspect(*args: Any, **kwargs: Any) -> Any:
+    """The inspect page, imported only when --html asks for it."""
+    from ..report import render_inspect as render
+
+    return render(*args, **kwargs)
 
 _MAX_SEED = 2**32 - 1  # numpy's seeds stop here
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import click
@@ -17,6 +16,7 @@ from ..experiments.verify_states import CheckpointPipeline, CommitState, checkpo
 from ..pipeline import ProtocolView
 from ..report import console
 from ..report.verify_page import render_verify, verify_json, verify_lines, verify_table
+from ._clock import elapsed
 from ._common import common_options, emit, guarded, resolve_pipeline, shield_exits
 from .golden_cmds import inject_faults as with_faults
 
@@ -101,7 +101,6 @@ def verify(before_spec: str | None, before_faults: tuple[str, ...], after_spec: 
             name += f" @{Path(ckpt).name}"
         sides.append((ProtocolView(shield_exits(pipe)), name))
     err = console(stderr=True)
-    t0 = time.perf_counter()
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
                   transient=True, disable=not err.is_terminal) as bar:
         task = bar.add_task("verify: starting", total=None)
@@ -110,7 +109,7 @@ def verify(before_spec: str | None, before_faults: tuple[str, ...], after_spec: 
                          for s in sides)
         m = run_verify(before, after, symptom=symptom, families=families, control=controls,
                        seeds=range(seeds), budget=budget)
-    seconds = time.perf_counter() - t0
+    seconds = elapsed()  # wall time from the command's start (loading both states included)
     findings = judge_verify(m)
     v = verdict_of(m)
     # inconclusive is neither a pass (0 would let `verify && merge` through on absent evidence) nor an error

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from ..golden.describe import describe_diff, fmt  # re-exported: every renderer imports them from here
-from ..trace import StageRecord
+from typing import TYPE_CHECKING
+
+from .._describe import describe_diff, fmt  # re-exported: every renderer imports them from here
+
+if TYPE_CHECKING:  # annotations only (cheap to import: the terminal output uses it)
+    from ..trace import StageRecord
 
 __all__ = ["fmt", "describe_record", "describe_diff"]
 

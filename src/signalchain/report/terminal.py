@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
 from ..findings import Finding, sort_findings
-from ..golden.compare import Comparison
-from ..trace import Trace
 from .describe import describe_diff, describe_record
+
+if TYPE_CHECKING:  # annotations only: the terminal needs neither numpy nor the golden package to print
+    from ..golden.compare import Comparison
+    from ..trace import Trace
 
 __all__ = ["console", "human_to_stderr", "print_findings", "print_trace", "print_comparison"]
 
