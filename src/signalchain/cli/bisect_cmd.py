@@ -110,6 +110,7 @@ def bisect(golden: str, good: str | None, bad: str | None, repo: str | None, che
     _tolerance("--rtol", rtol)
     _tolerance("--atol", atol)
     _check_modes(good, bad, repo, checkpoints)
+    project_config()  # a bad configuration is named before anything else
     if checkpoints is not None:
         from ._bisect_checkpoints import run_checkpoints_mode  # the checkpoint engineer's module
 

@@ -48,7 +48,7 @@ from ._common import (
     hf_options,
     resolve,
 )
-from ._project import option_or_config
+from ._project import option_or_config, project_config
 
 __all__ = ["capture", "compare", "inspect", "inject_faults", "parse_stage_tolerances"]
 
@@ -209,6 +209,8 @@ def compare(golden: str, golden2: str | None, pipeline: str | None, rtol: float,
     if golden2 and (pipeline or faults or hf_musicgen or data or hf_set):
         raise UsageError("give either a second golden or a pipeline to re-run (--pipeline, --hf-musicgen, --fault), "
                          "not both")
+    if not golden2:
+        project_config()  # a bad configuration is named before anything else
     g = load_golden(golden)
     per_stage = parse_stage_tolerances(tols, g.trace, atol)
     ran: dict[str, Any] = {}
