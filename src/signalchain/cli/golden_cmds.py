@@ -209,8 +209,11 @@ def compare(golden: str, golden2: str | None, pipeline: str | None, rtol: float,
     if golden2 and (pipeline or faults or hf_musicgen or data or hf_set):
         raise UsageError("give either a second golden or a pipeline to re-run (--pipeline, --hf-musicgen, --fault), "
                          "not both")
-    if not golden2:
-        project_config()  # a bad configuration is named before anything else
+    cfg = project_config() if not golden2 else None  # a bad configuration is named before anything else
+    if (data or hf_set) and hf_musicgen is None and (cfg is None or cfg.hf_musicgen is None):
+        raise UsageError("--data and --hf-set go with --hf-musicgen MODEL_DIR")
+    if hf_musicgen is not None and not data:
+        raise UsageError("--hf-musicgen needs --data: an audiofolder, an AudioCraft manifest or a folder of audio")
     g = load_golden(golden)
     per_stage = parse_stage_tolerances(tols, g.trace, atol)
     ran: dict[str, Any] = {}
