@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
 import traceback
 from dataclasses import dataclass
@@ -188,6 +189,8 @@ def resolve(spec: str | None = None, faults: Sequence[str] = (), hf_musicgen: st
         if cfg is not None and cfg.hf_musicgen is not None:
             source = cfg.where + (" and the command line" if data or hf_set else "")
             hf_musicgen, data, hf_set = cfg.hf_musicgen, list(data or cfg.data), [*cfg.hf_set, *hf_set]
+            pipe, loaded = _load(None, faults, hf_musicgen, data, hf_set)
+            return Resolved(pipe, loaded, f"--hf-musicgen {_relative(hf_musicgen)}", source)
         elif cfg is not None and cfg.pipeline_spec is not None and not (data or hf_set):
             target = cfg.pipeline_spec.rsplit(":", 1)[0]
             if not target.endswith(".py") and str(cfg.path.parent) not in sys.path:
@@ -200,6 +203,13 @@ def resolve(spec: str | None = None, faults: Sequence[str] = (), hf_musicgen: st
         source = "the default"
     pipe, loaded = _load(spec, faults, hf_musicgen, data, hf_set)
     return Resolved(pipe, loaded, loaded, source)
+
+
+def _relative(path: str) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return path
 
 
 def resolve_pipeline(spec: str | None, faults: Sequence[str] = (), hf_musicgen: str | None = None,
