@@ -13,12 +13,13 @@ import re
 import shlex
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
 
 import signalchain
+
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 README = Path(__file__).parents[1] / "README.md"
 TOY = Path(__file__).parent / "toy_pipeline.py"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from bisect_repo import build_repo, capture_golden, tree_state
+from bisect_repo import SPEC, build_repo, capture_golden, tree_state
 from signalchain.cli import cli
 
 
@@ -91,7 +91,8 @@ def test_usage_errors_exit_2_with_one_line(bed, tmp_path):
     _one_line_exit_2(_bisect(g, "--bad", shas[-1], "--repo", repo), "needs --good")
     _one_line_exit_2(_bisect(g, "--good", shas[0], "--bad", shas[-1], "--repo", str(tmp_path)),
                      "not inside a git work tree")
-    _one_line_exit_2(_bisect(g, "--good", "nope", "--bad", shas[-1], "--repo", repo, "--pipeline", "userpipe.py:UserPipe"), "'nope' is not a commit")
+    _one_line_exit_2(_bisect(g, "--good", "nope", "--bad", shas[-1], "--repo", repo, "--pipeline", SPEC),
+                     "'nope' is not a commit")
     _one_line_exit_2(_bisect(str(tmp_path / "missing"), "--good", shas[0], "--bad", shas[-1], "--repo", repo),
                      "missing")
     _one_line_exit_2(_bisect(g, "--checkpoints", "ckpt/*", "--good", shas[0]), "--good")
@@ -100,7 +101,8 @@ def test_usage_errors_exit_2_with_one_line(bed, tmp_path):
     _one_line_exit_2(_bisect(g, "--good", shas[0], "--bad", shas[-1], "--repo", repo, "--tol", "nostage=1e-3"),
                      "no stage 'nostage'")
     _one_line_exit_2(_bisect(g, "--good", shas[0], "--bad", shas[-1], "--repo", repo, "--timeout", "0"), "--timeout")
-    _one_line_exit_2(_bisect(g, "--good", shas[-1], "--bad", shas[0], "--repo", repo, "--pipeline", "userpipe.py:UserPipe"), "not an ancestor")
+    _one_line_exit_2(_bisect(g, "--good", shas[-1], "--bad", shas[0], "--repo", repo, "--pipeline", SPEC),
+                     "not an ancestor")
 
 
 def test_the_golden_never_names_the_code_to_run(bed, tmp_path, monkeypatch):

@@ -7,8 +7,8 @@ import inspect
 import os
 import sys
 import traceback
-from dataclasses import dataclass
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import click

@@ -54,8 +54,8 @@ def _check_modes(good: str | None, bad: str | None, repo: str | None, checkpoint
 
 def _commit_spec(pipeline: str | None, hf_musicgen: str | None, data: tuple[str, ...],
                  hf_set: tuple[str, ...]) -> tuple[str, str, str]:
-    """The pipeline to run at each commit, as a person named it, and where its name came from: --pipeline, else the project
-    configuration's; never the golden's (a golden is data, never code), as for every other command."""
+    """The pipeline to run at each commit, as a person named it, and where its name came from: --pipeline,
+    else the project configuration's; never the golden's (a golden is data, never code), as everywhere."""
     hf_why = ("runs signalchain's own HF pipeline on a saved model, which no commit of your repository changes: "
               "bisect its checkpoints with --checkpoints DIR_OR_GLOB, or name your repository's pipeline with "
               "--pipeline SPEC")
