@@ -147,3 +147,18 @@ def test_faults_keeps_the_reference_catalogue(tmp_path, monkeypatch) -> None:
     res = _run("faults", "--list", "--json", str(tmp_path / "f.json"))
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "f.json").read_text())["faults"]
+
+
+def test_a_module_spec_is_imported_from_the_configurations_folder(tmp_path, monkeypatch) -> None:
+    root = tmp_path / "proj"
+    (root / "deep" / "er").mkdir(parents=True)
+    (root / "sc_cfg_toy.py").write_text(TOY.read_text() + "\n\npipeline = ToyPipeline()\n")
+    (root / "pyproject.toml").write_text('[tool.signalchain]\npipeline = "sc_cfg_toy:pipeline"\nseed = 2\n')
+    monkeypatch.chdir(root / "deep" / "er")
+    monkeypatch.setattr("sys.path", list(__import__("sys").path))  # the folder it adds goes with the test
+    res = _run("doctor", "--family", "data", "--json", str(tmp_path / "d.json"))
+    assert res.exit_code in (0, 1), res.output
+    assert "pipeline sc_cfg_toy:pipeline (from ../../pyproject.toml [tool.signalchain])" in res.output
+    doc = json.loads((tmp_path / "d.json").read_text())
+    assert doc["pipeline"] == "sc_cfg_toy:pipeline"
+    assert doc["pipeline_source"] == "../../pyproject.toml [tool.signalchain]"
