@@ -162,3 +162,20 @@ def test_a_module_spec_is_imported_from_the_configurations_folder(tmp_path, monk
     doc = json.loads((tmp_path / "d.json").read_text())
     assert doc["pipeline"] == "sc_cfg_toy:pipeline"
     assert doc["pipeline_source"] == "../../pyproject.toml [tool.signalchain]"
+
+
+def test_verify_at_a_commit_runs_the_configured_file_from_that_commits_tree(tmp_path, monkeypatch) -> None:
+    """`verify --before-rev REV` with the pipeline from the configuration: the file as the commit has it
+    (relative to the repository's top), not the work tree's copy; a saved HF model is refused there."""
+    import subprocess
+
+    from signalchain.cli.verify_cmd import _configured_spec
+    from signalchain.errors import UsageError
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    _project(tmp_path / "app", 'pipeline = "train/debug.py:pipeline"\n')
+    monkeypatch.chdir(tmp_path / "app" / "train")
+    assert _configured_spec(None) == "app/train/debug.py:pipeline"
+    (tmp_path / "app" / "pyproject.toml").write_text('[tool.signalchain]\nhf_musicgen = "m"\ndata = ["d"]\n')
+    with pytest.raises(UsageError, match="no commit changes"):
+        _configured_spec(None)
