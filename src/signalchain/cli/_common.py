@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -20,8 +22,8 @@ if TYPE_CHECKING:  # the report (rich, numpy, pages) is imported where a command
 
     from ..report import HtmlReport
 
-__all__ = ["DEFAULT_PIPELINE", "BUILTIN_PIPELINES", "common_options", "hf_options", "resolve_pipeline", "guarded",
-           "one_line", "exit_origin", "fail", "shield_exits", "emit"]
+__all__ = ["DEFAULT_PIPELINE", "BUILTIN_PIPELINES", "common_options", "hf_options", "resolve_pipeline", "resolve",
+           "Resolved", "guarded", "one_line", "exit_origin", "fail", "shield_exits", "emit"]
 
 #: With no pipeline named, every command runs on the bundled reference pipeline (DESIGN §3).
 DEFAULT_PIPELINE = "signalchain.reference:ReferencePipeline"
@@ -157,8 +159,74 @@ def shield_exits(pipeline: Pipeline) -> Pipeline:
     return _ExitShield(pipeline)
 
 
+@dataclass(frozen=True)
+class Resolved:
+    """A loaded pipeline, its spec (as loaded, recorded in JSON and goldens), as a person named it, and
+    where the name came from: "the command line", the project configuration's file, or "the default"."""
+
+    pipeline: Pipeline
+    spec: str
+    shown: str
+    source: str
+
+    @property
+    def line(self) -> str:
+        """'pipeline train/debug.py:pipeline (from pyproject.toml [tool.signalchain])'."""
+        return f"pipeline {self.shown} (from {self.source})"
+
+    @property
+    def record(self) -> dict[str, str]:
+        return {"spec": self.spec, "source": self.source}
+
+
+def resolve(spec: str | None = None, faults: Sequence[str] = (), hf_musicgen: str | None = None,
+            data: Sequence[str] = (), hf_set: Sequence[str] = (), *, project: bool = True,
+            default: bool = True) -> Resolved | None:
+    """The pipeline a command runs: the one named on the command line, else the project configuration's
+    (`[tool.signalchain]`, see `_project.py`; never a golden's), else the bundled reference pipeline
+    (None instead when `default` is False: the caller has its own rule, or none)."""
+    source = "the command line"
+    if spec is None and hf_musicgen is None and project:
+        from ._project import project_config
+
+        cfg = project_config()
+        if cfg is not None and cfg.hf_musicgen is not None:
+            source = cfg.where + (" and the command line" if data or hf_set else "")
+            hf_musicgen, data, hf_set = cfg.hf_musicgen, list(data or cfg.data), [*cfg.hf_set, *hf_set]
+            pipe, loaded = _load(None, faults, hf_musicgen, data, hf_set)
+            return Resolved(pipe, loaded, f"--hf-musicgen {_relative(hf_musicgen)}", source)
+        elif cfg is not None and cfg.pipeline_spec is not None and not (data or hf_set):
+            target = cfg.pipeline_spec.rsplit(":", 1)[0]
+            if not target.endswith(".py") and str(cfg.path.parent) not in sys.path:
+                sys.path.append(str(cfg.path.parent))  # a module of the project, beside its configuration
+            pipe, loaded = _load(cfg.pipeline_spec, faults, None, (), ())
+            return Resolved(pipe, loaded, str(cfg.pipeline), cfg.where)
+    if spec is None and hf_musicgen is None and not (data or hf_set):
+        if not default:
+            return None
+        source = "the default"
+    pipe, loaded = _load(spec, faults, hf_musicgen, data, hf_set)
+    return Resolved(pipe, loaded, loaded, source)
+
+
+def _relative(path: str) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return path
+
+
 def resolve_pipeline(spec: str | None, faults: Sequence[str] = (), hf_musicgen: str | None = None,
-                     data: Sequence[str] = (), hf_set: Sequence[str] = ()) -> tuple[Pipeline, str]:
+                     data: Sequence[str] = (), hf_set: Sequence[str] = (), *, project: bool = True
+                     ) -> tuple[Pipeline, str]:
+    """(pipeline, spec) as `resolve` finds them (the project's configuration first when nothing is named)."""
+    r = resolve(spec, faults, hf_musicgen, data, hf_set, project=project)
+    assert r is not None
+    return r.pipeline, r.spec
+
+
+def _load(spec: str | None, faults: Sequence[str] = (), hf_musicgen: str | None = None,
+          data: Sequence[str] = (), hf_set: Sequence[str] = ()) -> tuple[Pipeline, str]:
     """Load the named pipeline (the reference one when None; `hf-bed` for the HF bed), or one made
     from a saved HF MusicGen and its data, and inject catalogue faults if asked."""
     if hf_musicgen is not None:

@@ -11,7 +11,8 @@ from ..pipeline import ProtocolView
 from ..report import console, render_doctor
 from ..report.doctor_page import strip_audio
 from ._clock import elapsed
-from ._common import common_options, emit, guarded, hf_options, resolve_pipeline, shield_exits
+from ._common import common_options, emit, guarded, hf_options, resolve, shield_exits
+from ._project import option_or_config
 from .golden_cmds import fault_option, inject_faults
 
 __all__ = ["doctor"]
@@ -32,14 +33,19 @@ __all__ = ["doctor"]
 def doctor(pipeline: str | None, families: tuple[str, ...], symptom: str | None, seed: int, budget: str,
            faults: tuple[str, ...], hf_musicgen: str | None, data: tuple[str, ...], hf_set: tuple[str, ...],
            json_path: str | None, html_path: str | None, debug: bool) -> int:
-    """Diagnose PIPELINE (default: the reference pipeline; `hf-bed` for the bundled HF MusicGen bed;
-    or --hf-musicgen MODEL_DIR --data DATA for a saved HF MusicGen and a dataset): run the families of experiments
-    and checks (audio, data, numerics, optimisation, precision, conditioning, generation, output, splits), or
-    those a --symptom selects, and report the earliest stage where something goes wrong."""
+    """Diagnose PIPELINE (default: the project's [tool.signalchain] pipeline, else the reference pipeline;
+    `hf-bed` for the bundled HF MusicGen bed; or --hf-musicgen MODEL_DIR --data DATA for a saved HF MusicGen
+    and a dataset): run the families of experiments and checks (audio, data, numerics, optimisation, precision,
+    conditioning, generation, output, splits), or those a --symptom selects, and report the earliest stage where
+    something goes wrong."""
     con = console()
     select_families(families, symptom)  # fail fast on a bad name
-    pipe, spec = resolve_pipeline(pipeline, (), hf_musicgen, data, hf_set)
-    pipe = inject_faults(pipe, spec, faults)  # an unknown fault is a usage error naming the catalogue
+    seed, budget = option_or_config("seed", seed), option_or_config("budget", budget)
+    chosen = resolve(pipeline, (), hf_musicgen, data, hf_set)
+    assert chosen is not None
+    spec = chosen.spec
+    pipe = inject_faults(chosen.pipeline, spec, faults)  # an unknown fault is a usage error naming the catalogue
+    con.print(chosen.line, markup=False)
     err = console(stderr=True)  # a bar for a terminal only: in a log or a pipe stderr keeps just the errors
     with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
                   transient=True, disable=not err.is_terminal) as bar:
@@ -57,6 +63,7 @@ def doctor(pipeline: str | None, families: tuple[str, ...], symptom: str | None,
         json_path=json_path,
         fields=dict(
             pipeline=spec,
+            pipeline_source=chosen.source,
             families=result.families,
             unavailable=result.unavailable,
             seconds=round(result.seconds, 2),
