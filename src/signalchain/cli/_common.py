@@ -17,6 +17,7 @@ from ..findings import Finding, exit_code
 from ..pipeline import Pipeline, capabilities, load_pipeline
 from ..report import HtmlReport, print_findings, write_json
 from ..report.terminal import human_to_stderr
+from ._paths import ExistingPath, check_output_target
 
 __all__ = ["DEFAULT_PIPELINE", "BUILTIN_PIPELINES", "common_options", "hf_options", "resolve_pipeline", "guarded",
            "one_line", "exit_origin", "fail", "shield_exits", "emit"]
@@ -32,9 +33,9 @@ def hf_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """--hf-musicgen MODEL_DIR --data DATA [--hf-set KEY=VALUE]: a pipeline from a saved HF MusicGen."""
     f = click.option("--hf-set", "hf_set", multiple=True, metavar="KEY=VALUE",
                      help="A setting of the HF pipeline (lr, batch_size, segment_seconds, cond_dropout, …).")(f)
-    f = click.option("--data", "data", multiple=True, type=click.Path(exists=True),
+    f = click.option("--data", "data", multiple=True, type=ExistingPath(),
                      help="With --hf-musicgen: an audiofolder, an AudioCraft manifest or a folder (repeatable).")(f)
-    f = click.option("--hf-musicgen", "hf_musicgen", type=click.Path(exists=True, file_okay=False), default=None,
+    f = click.option("--hf-musicgen", "hf_musicgen", type=ExistingPath(file_okay=False), default=None,
                      help="A MusicgenForConditionalGeneration save_pretrained folder (with its tokenizer).")(f)
     return f
 
@@ -46,6 +47,7 @@ def common_options(html: bool = True) -> Callable[[Callable[..., Any]], Callable
         f = click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")(f)
         if html:
             f = click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
+                             callback=lambda ctx, param, value: check_output_target(value) or value,
                              help="Write the self-contained HTML report here.")(f)
         f = click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
                          callback=_json_target,
@@ -58,6 +60,7 @@ def common_options(html: bool = True) -> Callable[[Callable[..., Any]], Callable
 def _json_target(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """`--json -`: the report is standard output, so everything said for people goes to stderr; reset
     on every command, so that one invocation's choice never leaks into the next (tests, a Python caller)."""
+    check_output_target(value)
     human_to_stderr(value == "-")
     return value
 

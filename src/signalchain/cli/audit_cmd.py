@@ -18,6 +18,7 @@ from ..errors import SignalchainError, UsageError
 from ..report import console
 from ..report.audit_page import render_audit
 from ._common import common_options, emit, guarded
+from ._paths import need_path
 
 __all__ = ["audit"]
 
@@ -121,6 +122,11 @@ def audit(paths: tuple[str, ...], splits: tuple[str, ...], workers: int, max_cap
         raise UsageError(f"--workers must be ≥ 1, got {workers}")
     if max_caption_tokens is not None and max_caption_tokens < 1:
         raise UsageError(f"--max-caption-tokens must be ≥ 1, got {max_caption_tokens}")
+    for option, path in [*((None, p) for p in paths), *((f"--split {n}=", p) for n, p in named)]:
+        need_path(path, option=option, expect="give a manifest (.jsonl, .jsonl.gz) or a folder")
+    for option, path in (("--stats", stats_file), ("--sampler", sampler_file)):
+        if path is not None:
+            need_path(path, option=option, want="file")
     con = console()
     if is_midi_dataset(paths, named):
         return _midi(con, paths, named, workers, max_caption_tokens, stats_file, sampler_file, json_path, html_path)

@@ -97,7 +97,7 @@ def verify(before_spec: str | None, before_faults: tuple[str, ...], after_spec: 
         pipe = with_faults(pipe, name, faults)  # an unknown fault is a usage error, named now
         name += "".join(f" +{f}" for f in faults)
         if ckpt is not None:
-            pipe = CheckpointPipeline(pipe, checkpoint_file(ckpt, f"--{side}-checkpoint"))
+            pipe = CheckpointPipeline(pipe, checkpoint_file(ckpt, f"--{side}-checkpoint", pipe))
             name += f" @{Path(ckpt).name}"
         sides.append((ProtocolView(shield_exits(pipe)), name))
     err = console(stderr=True)
