@@ -23,7 +23,7 @@ import click
 from ..audio._files import check_path, display_path
 from ..errors import UsageError
 
-__all__ = ["need_path", "ExistingPath", "check_output_target"]
+__all__ = ["need_path", "need_writable", "ExistingPath", "check_output_target"]
 
 
 def _what(path: str | os.PathLike[str]) -> str:
@@ -75,14 +75,24 @@ class ExistingPath(click.Path):
         return super().convert(value, param, ctx)
 
 
-def check_output_target(path: str | None) -> None:
-    """A `--json`/`--html` destination that can never be written is refused before the command runs
-    (not after a long doctor): its folder must be a folder. Missing folders are made when it is written."""
-    if path in (None, "-"):
-        return
+def need_writable(path: str | os.PathLike[str], *, option: str | None = None) -> None:
+    """A file signalchain will write (a report, a cache) whose folder is a file can never be written:
+    a `UsageError` naming it, before the command runs. Missing folders are made when it is written."""
     parent = Path(os.fspath(path)).parent
     while not os.path.lexists(parent) and parent != parent.parent:
         parent = parent.parent
     if os.path.lexists(parent) and not os.path.isdir(parent):
-        raise click.BadParameter(f"{display_path(os.fspath(path))}: cannot be written: {display_path(str(parent))} "
-                                 f"is {_what(parent)}, not a folder")
+        shown = display_path(os.fspath(path))
+        raise UsageError(f"{f'{option} ' if option else ''}{shown}: cannot be written: "
+                         f"{display_path(str(parent))} is {_what(parent)}, not a folder")
+
+
+def check_output_target(path: str | None) -> None:
+    """`need_writable` for a `--json`/`--html` destination, as click's answer to a bad value (not after a
+    long doctor); `-` is standard output."""
+    if path in (None, "-"):
+        return
+    try:
+        need_writable(path)
+    except UsageError as exc:
+        raise click.BadParameter(str(exc)) from None
