@@ -103,7 +103,8 @@ TABLE: list[Cell | NotApplicable] = [
       "not empty and not a golden batch"),
 
     *golden_cells("compare", "golden", [], []),
-    c("compare", "golden2", f"{MISSING}: nowhere/", ["{golden}", "{d}/nowhere"], "{d}/nowhere", "no such file or folder"),
+    c("compare", "golden2", f"{MISSING}: nowhere/", ["{golden}", "{d}/nowhere"], "{d}/nowhere",
+      "no such file or folder"),
     c("compare", "golden2", f"{EMPTY}: empty/", ["{golden}", "{d}/empty"], "{d}/empty", "manifest.json: missing"),
     c("compare", "golden2", f"{WRONG}: a.wav", ["{golden}", "{d}/a.wav"], "{d}/a.wav", "is not a folder"),
     *spec_cells("compare", "pipeline", ["{golden}"], ["--pipeline"], []),

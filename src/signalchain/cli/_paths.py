@@ -4,7 +4,7 @@ A path that is missing, a folder that holds nothing to work on, or a file of the
 usage error: exit 2 and one line that names the path, on every command, before anything slow runs.
 The words are the same everywhere:
 
-    signalchain: error: --before-checkpoint ckpt/step9.pt: no such file or folder
+    signalchain: error: --stats stats.json: no such file or folder
     signalchain: error: out/report.json: cannot be written: out is a file, not a folder
     signalchain: error: nothing to listen to in renders/: no audio files (.wav, …) found there
 

@@ -52,7 +52,7 @@ def git(repo: str | Path, *args: str, check: bool = True) -> str:
 def repo_root(repo: str | Path) -> Path:
     """The top folder of the git work tree holding `repo`, or a usage error saying it is not one."""
     path = Path(repo)
-    if not os.path.lexists(path):
+    if not os.path.exists(path):
         raise UsageError(f"--repo {str(repo)!r}: no such file or folder; give the git repository (e.g. --repo .)")
     if not path.is_dir():
         raise UsageError(f"--repo {str(repo)!r} is a file, not a folder; give the git repository (e.g. --repo .)")
