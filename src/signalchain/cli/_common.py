@@ -16,6 +16,7 @@ import click
 from ..errors import PipelineExit, SignalchainError, UsageError
 from ..findings import Finding, exit_code
 from ..pipeline import Pipeline, capabilities, load_pipeline
+from ._paths import ExistingPath, check_output_target
 
 if TYPE_CHECKING:  # the report (rich, numpy, pages) is imported where a command uses it: `--help` stays cheap
     from rich.console import Console
@@ -36,9 +37,9 @@ def hf_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """--hf-musicgen MODEL_DIR --data DATA [--hf-set KEY=VALUE]: a pipeline from a saved HF MusicGen."""
     f = click.option("--hf-set", "hf_set", multiple=True, metavar="KEY=VALUE",
                      help="A setting of the HF pipeline (lr, batch_size, segment_seconds, cond_dropout, …).")(f)
-    f = click.option("--data", "data", multiple=True, type=click.Path(exists=True),
+    f = click.option("--data", "data", multiple=True, type=ExistingPath(),
                      help="With --hf-musicgen: an audiofolder, an AudioCraft manifest or a folder (repeatable).")(f)
-    f = click.option("--hf-musicgen", "hf_musicgen", type=click.Path(exists=True, file_okay=False), default=None,
+    f = click.option("--hf-musicgen", "hf_musicgen", type=ExistingPath(file_okay=False), default=None,
                      help="A MusicgenForConditionalGeneration save_pretrained folder (with its tokenizer).")(f)
     return f
 
@@ -50,6 +51,7 @@ def common_options(html: bool = True) -> Callable[[Callable[..., Any]], Callable
         f = click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")(f)
         if html:
             f = click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
+                             callback=lambda ctx, param, value: check_output_target(value) or value,
                              help="Write the self-contained HTML report here.")(f)
         f = click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
                          callback=_json_target,
@@ -64,6 +66,7 @@ def _json_target(ctx: click.Context, param: click.Parameter, value: str | None) 
     on every command, so that one invocation's choice never leaks into the next (tests, a Python caller)."""
     from ..report.terminal import human_to_stderr
 
+    check_output_target(value)
     human_to_stderr(value == "-")
     return value
 
