@@ -46,6 +46,7 @@ def test_no_errors_or_warnings_is_a_green_banner(findings: list[Finding], said: 
     html = verdict_banner(findings)
     assert "banner-ok" in html and _text(html).startswith(said)
     assert verdict_of(findings).first is None
+    assert _text(verdict_banner(findings, "the clean control")).endswith("· the clean control")
 
 
 def test_the_json_form_of_findings_counts_the_same() -> None:

@@ -18,7 +18,7 @@ __all__ = ["Verdict", "verdict_of", "verdict_banner", "BANNER_CSS"]
 
 BANNER_CSS = """
 .banner{border:1px solid;border-left-width:6px;border-radius:4px;padding:.5em .9em;margin:.6em 0 1em;font-size:1.02em}
-.banner .counts{font-weight:700;margin-right:.6em}.banner .first{overflow-wrap:anywhere}
+.banner .counts{font-weight:700;margin-right:.6em}.banner .first{overflow-wrap:anywhere}.banner .scope{opacity:.75}
 .banner-error{background:#fdecee;border-color:#b00020;color:#5c0010}
 .banner-warning{background:#fff4e0;border-color:#a15c00;color:#4d2c00}
 .banner-ok{background:#e9f6ee;border-color:#1b7f3b;color:#0d3d1c}
@@ -74,13 +74,13 @@ def verdict_of(findings: Sequence[Finding | Mapping[str, Any]]) -> Verdict:
 def verdict_banner(findings: Sequence[Finding | Mapping[str, Any]], what: str = "") -> str:
     """The banner's HTML. `what` names what was judged when it is not obvious ("recording problems")."""
     v = verdict_of(findings)
-    scope = f' <span class="scope">({_esc(what)})</span>' if what else ""
     if v.first is None:
         detail = "no findings" if not v.infos else "nothing wrong found; the notes below are context"
-        body = f'<span class="first">{_esc(detail)}</span>'
     else:
         sev, fid, stage, message = v.first
         where = f" at stage <b>{_esc(stage)}</b>" if stage else ""
-        body = (f'<span class="first">first {_esc(sev)}: <code>{_esc(fid)}</code>{where}: {_esc(message)}</span>')
+        detail = f"first {_esc(sev)}: <code>{_esc(fid)}</code>{where}: {_esc(message)}"
+    scope = f' <span class="scope">· {_esc(what)}</span>' if what else ""
     return (f'<div class="banner banner-{v.worst}" role="status" data-errors="{v.errors}" '
-            f'data-warnings="{v.warnings}"><span class="counts">{_esc(v.counts)}</span>{scope} {body}</div>')
+            f'data-warnings="{v.warnings}"><span class="counts">{_esc(v.counts)}</span> '
+            f'<span class="first">{detail if v.first else _esc(detail)}</span>{scope}</div>')

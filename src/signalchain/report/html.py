@@ -118,10 +118,11 @@ def audio_player(audio: np.ndarray, sample_rate: int, label: str = "") -> str:
 def table(rows: Iterable[Sequence[Any]], headers: Sequence[str], raw: bool = False) -> str:
     """An HTML table; cells are escaped unless `raw` (cells already hold HTML)."""
     cell = (lambda v: str(v)) if raw else esc
-    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers) if any(headers) else ""  # no empty header row
     body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>" for row in rows)
     # its own scroll box: a table wider than its column scrolls there, never over its neighbour
-    return f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    thead = f"<thead><tr>{head}</tr></thead>" if head else ""
+    return f'<div class="scroll"><table>{thead}<tbody>{body}</tbody></table></div>'
 
 
 def columns(*bodies: str) -> str:
