@@ -99,5 +99,6 @@ def test_the_checker_ignores_nesting_and_what_scrolls_out_of_sight(browser: Any,
     for width in WIDTHS:
         m = measure(browser, width)
         assert m.blocks >= 4 and m.problems() == [], m.problems()
-    scrolls = browser.execute_script("const s = document.querySelector('.scroll'); return s.scrollWidth > s.clientWidth")
+    scrolls = browser.execute_script("const s = document.querySelector('.scroll');"
+                                     "return s.scrollWidth > s.clientWidth")
     assert scrolls  # the wide table was wider than its column: the case the clipping is for

@@ -36,7 +36,8 @@ pre{overflow-x:auto;max-width:100%}
 .ok{color:#1b7f3b;font-weight:600}.bad{color:#b00020;font-weight:600}
 .example{border:1px solid #e4e4e4;border-radius:6px;padding:.5em .8em;margin:.6em 0;background:#fcfcfc;min-width:0}
 .caption{font-size:1.05em;font-style:italic}.muted{color:#777;font-size:.85em}
-audio{height:32px;vertical-align:middle;max-width:100%} td audio{width:260px;max-width:none} .cols td audio{width:180px} img{max-width:100%;height:auto}
+audio{height:32px;vertical-align:middle;max-width:100%} img{max-width:100%;height:auto}
+td audio{width:260px;max-width:none} .cols td audio{width:180px}
 .cols{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,600px),1fr));gap:1em}
 .cols>*{min-width:0}
 .players{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,330px),1fr));gap:0 .8em}

@@ -194,7 +194,8 @@ def render_inspect(golden: Golden) -> HtmlReport:
     prov = golden.provenance
     report = HtmlReport(f"signalchain inspect · {prov.get('pipeline') or 'pipeline'}",
                         f"golden batch {golden.path} · {len(trace)} stages",
-                        findings=trace.problems, judged="inspect runs no checks: these count the problems met while recording")
+                        findings=trace.problems,
+                        judged="inspect runs no checks: these count the problems met while recording")
     report.section("Provenance", provenance_html(prov), "provenance")
     if trace.problems:
         report.section("Recording problems", findings_table(trace.problems), "problems")

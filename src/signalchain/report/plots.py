@@ -9,8 +9,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 from scipy import signal  # noqa: E402
 
 __all__ = ["audio_figure", "waveform_limits", "codes_figure", "mask_figure", "histogram_figure", "line_figure",
