@@ -46,6 +46,10 @@ demo: setup
 	$(SC) inspect $(DEMO)/symbolic-golden --html $(DEMO)/symbolic-inspect.html
 	@echo "reports: $(DEMO)/inspect.html $(DEMO)/compare.html $(DEMO)/compare-fault.html $(DEMO)/doctor.html $(DEMO)/doctor-fault.html $(DEMO)/symbolic-inspect.html"
 
+# The README's screenshots: the top of five demo pages at 1400 px (headless Chromium).
+screenshots: demo
+	$(PY) tests/report/_chromium.py demo-shots $(DEMO) docs/images
+
 # The quick benchmarks (ratios measured in one run); the others are run one by one (see benchmarks/).
 bench: setup
 	$(PY) benchmarks/bench_tap.py
