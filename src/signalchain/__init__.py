@@ -1,6 +1,6 @@
 """signalchain: find the earliest stage where a music model's training goes wrong, and listen to it.
 
-Public API (DESIGN §1, layer 5). User code needs only `tap` and, for the command line, an object
+Public API (docs/architecture.md, "Layers": layer 5). User code needs only `tap` and, for the command line, an object
 honouring `Pipeline`.
 
 `import signalchain` is cheap (no numpy, torch or pydantic): every name below but the errors and

@@ -10,13 +10,13 @@ from ..experiments.doctor import SYMPTOMS, run_doctor, select_families
 from ..pipeline import ProtocolView
 from ..report import console, render_doctor
 from ..report.doctor_page import strip_audio
-from ._common import common_options, emit, guarded, hf_options, resolve_pipeline, shield_exits
+from ._common import beds_epilog, common_options, emit, guarded, hf_options, resolve_pipeline, shield_exits
 from .golden_cmds import fault_option, inject_faults
 
 __all__ = ["doctor"]
 
 
-@click.command()
+@click.command(epilog=beds_epilog())
 @click.argument("pipeline", required=False)
 @click.option("--family", "families", multiple=True, metavar="F", help="Run this family (repeatable); default: all.")
 @click.option("--symptom", type=click.Choice(list(SYMPTOMS)), default=None,
