@@ -28,8 +28,9 @@ else
     exit 0
 fi
 log="${TMPDIR:-/tmp}/signalchain-apt-fluidsynth.log"
-install() { DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q fluidsynth fluid-soundfont-gm >>"$log" 2>&1; }
-if install || { $SUDO apt-get update -q >>"$log" 2>&1 && install; }; then
+t=""; command -v timeout >/dev/null 2>&1 && t="timeout 300"  # a registry that stalls never stalls the set-up
+install() { DEBIAN_FRONTEND=noninteractive $t $SUDO apt-get install -y -q fluidsynth fluid-soundfont-gm >>"$log" 2>&1; }
+if install || { $t $SUDO apt-get update -q >>"$log" 2>&1 && install; }; then
     echo "fluidsynth: installed with apt-get (fluidsynth, fluid-soundfont-gm)"
 else
     echo "fluidsynth: apt-get install fluidsynth fluid-soundfont-gm failed (see $log); $fallback"
