@@ -27,6 +27,8 @@ _REFERENCE_DIR = os.path.join(OWN_DIR, "reference")
 _INTEGRATIONS_DIR = os.path.join(OWN_DIR, "integrations")
 _STDLIB_DIRS = tuple({os.path.abspath(p) + os.sep for k in ("stdlib", "platstdlib")
                       if (p := sysconfig.get_paths().get(k))})
+#: signalchain's code that runs a pipeline: its frames are never inside the pipeline's work
+_DRIVERS = tuple(os.path.join(OWN_DIR, d) + os.sep for d in ("cli", "experiments"))
 _LAUNCHERS = ("click",)  # packages that only ever call signalchain (a command line), never the pipeline's work
 
 
@@ -39,14 +41,12 @@ def is_ours(path: str) -> bool:
 def never_blamed(path: str) -> bool:
     """A frame no finding names: the standard library (frozen modules too) and click."""
     path = os.path.abspath(path)
-    if "<frozen" in path or path.startswith(_STDLIB_DIRS):
-        return True
     parts = path.split(os.sep)
-    for lib in ("site-packages", "dist-packages"):
+    for lib in ("site-packages", "dist-packages"):  # first: a venv's "stdlib" path holds its site-packages
         if lib in parts:
             i = parts.index(lib)
             return i + 1 < len(parts) and parts[i + 1] in _LAUNCHERS
-    return False
+    return "<frozen" in path or path.startswith(_STDLIB_DIRS)
 
 
 def code_frames(frame: FrameType | None) -> Iterator[tuple[str, int]]:
@@ -55,14 +55,15 @@ def code_frames(frame: FrameType | None) -> Iterator[tuple[str, int]]:
     The innermost run of torch and signalchain frames (the probe that noticed, the op) is skipped;
     torch is skipped wherever it is (`Module.__call__` between two of the user's lines), and so are
     the frames `never_blamed` names. The walk ends at the first signalchain machinery frame past the
-    pipeline's code: what called the pipeline is signalchain, and what called signalchain (click, the
-    entry script, pytest) is nobody's bug.
+    pipeline's code, or at the first frame of signalchain's drivers (the CLI, the experiments): what
+    called the pipeline is signalchain, and what called signalchain (click, the entry script, pytest)
+    is nobody's bug.
     """
     entered = False
     while frame is not None:
         path = os.path.abspath(frame.f_code.co_filename)
         if is_ours(path):
-            if entered:
+            if entered or path.startswith(_DRIVERS):
                 return
         elif not path.startswith(TORCH_DIR):
             entered = True
