@@ -16,7 +16,9 @@ from ..errors import PipelineExit, SignalchainError, UsageError
 from ..findings import Finding, exit_code
 from ..pipeline import Pipeline, capabilities, load_pipeline
 from ..report import HtmlReport, print_findings, write_json
+from ..report.progress import is_quiet, set_quiet
 from ..report.terminal import human_to_stderr
+from ._noise import hold_library_noise
 
 __all__ = ["DEFAULT_PIPELINE", "BUILTIN_PIPELINES", "common_options", "hf_options", "resolve_pipeline", "guarded",
            "one_line", "exit_origin", "fail", "shield_exits", "emit"]
@@ -40,10 +42,13 @@ def hf_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def common_options(html: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """--json, --html (where the command has a page) and --debug on a subcommand."""
+    """--json, --html (where the command has a page), --quiet and --debug on a subcommand."""
 
     def deco(f: Callable[..., Any]) -> Callable[..., Any]:
-        f = click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")(f)
+        f = click.option("--debug", is_flag=True,
+                         help="Show tracebacks for internal errors, and the libraries' warnings.")(f)
+        f = click.option("--quiet", "-q", is_flag=True, expose_value=False, callback=_quiet_flag,
+                         help="No progress (bars, lines); the findings and the report still print.")(f)
         if html:
             f = click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
                              help="Write the self-contained HTML report here.")(f)
@@ -59,6 +64,12 @@ def _json_target(ctx: click.Context, param: click.Parameter, value: str | None) 
     """`--json -`: the report is standard output, so everything said for people goes to stderr; reset
     on every command, so that one invocation's choice never leaks into the next (tests, a Python caller)."""
     human_to_stderr(value == "-")
+    return value
+
+
+def _quiet_flag(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    """`--quiet`: set (or reset) on every command, like `--json -`."""
+    set_quiet(value)
     return value
 
 
@@ -95,7 +106,13 @@ def guarded(f: Callable[..., int | None]) -> Callable[..., None]:
     def wrapper(*args: Any, **kwargs: Any) -> None:
         debug = bool(kwargs.get("debug"))
         try:
-            code = f(*args, **kwargs) or 0
+            if debug:  # the libraries' warnings as they come
+                code = f(*args, **kwargs) or 0
+            else:
+                with hold_library_noise() as noise:
+                    code = f(*args, **kwargs) or 0
+                if noise.total and not is_quiet():
+                    click.echo(noise.summary(), err=True)
         except click.exceptions.Exit:
             raise  # click's own ctx.exit(): its code stands
         except (SignalchainError, click.ClickException) as exc:

@@ -22,6 +22,7 @@ from ..experiments.bisect._git import repo_root
 from ..experiments.bisect.commits import bisect_commits, default_cache
 from ..golden import Tolerance, load_golden
 from ..report import console
+from ..report.progress import Reporter
 from ._bisect_view import print_outcome, render_bisect
 from ._common import BUILTIN_PIPELINES, common_options, emit, guarded
 from .golden_cmds import parse_stage_tolerances
@@ -107,10 +108,11 @@ def bisect(golden: str, good: str | None, bad: str | None, repo: str | None, che
     con.print(f"bisecting {root} from {good} (good) to {bad} (bad): pipeline {spec} "
               f"(from {'the golden' if from_manifest else '--pipeline'}), seed {seed}, "
               f"cache {cache or 'off'}")
-    with con.status("preparing the bisect…") as status:
+    with Reporter("bisect") as rep:  # a bar on a terminal, timed lines in a log
+        rep.say("preparing the bisect")
         outcome = bisect_commits(g, root, str(good), str(bad), spec, seed=seed, tolerance=Tolerance(rtol, atol),
                                  per_stage=per_stage, cache=cache, timeout=timeout, spec_from_manifest=from_manifest,
-                                 progress=lambda msg: status.update(msg + "…"))
+                                 progress=rep.say)
     findings = judge_bisect(outcome)
     print_outcome(outcome, con)
     return emit(con, findings, title="Findings", json_path=json_path, html_path=html_path,

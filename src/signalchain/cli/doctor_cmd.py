@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import click
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ..experiments.context import BUDGETS
 from ..experiments.doctor import SYMPTOMS, run_doctor, select_families
 from ..pipeline import ProtocolView
 from ..report import console, render_doctor
 from ..report.doctor_page import strip_audio
+from ..report.progress import Reporter
 from ._common import common_options, emit, guarded, hf_options, resolve_pipeline, shield_exits
 from .golden_cmds import fault_option, inject_faults
 
@@ -36,16 +36,13 @@ def doctor(pipeline: str | None, families: tuple[str, ...], symptom: str | None,
     and checks (audio, data, numerics, optimisation, precision, conditioning, generation, output, splits), or
     those a --symptom selects, and report the earliest stage where something goes wrong."""
     con = console()
-    select_families(families, symptom)  # fail fast on a bad name
+    names, _ = select_families(families, symptom)  # fail fast on a bad name
     pipe, spec = resolve_pipeline(pipeline, (), hf_musicgen, data, hf_set)
     pipe = inject_faults(pipe, spec, faults)  # an unknown fault is a usage error naming the catalogue
-    err = console(stderr=True)  # a bar for a terminal only: in a log or a pipe stderr keeps just the errors
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
-                  transient=True, disable=not err.is_terminal) as bar:
-        task = bar.add_task("doctor: starting", total=None)
+    with Reporter("doctor", total=len(names)) as rep:  # a bar on a terminal, timed lines in a log
         # shield_exits: a sys.exit() in the pipeline's code is its crash (pipeline.step_failed), not our exit code
         result = run_doctor(ProtocolView(shield_exits(pipe)), families, symptom, seed=seed, budget=budget,
-                            progress=lambda what: bar.update(task, description=f"doctor: {what}"))
+                            progress=lambda what: rep.item(what) if what in names else rep.say(what))
     ran = (f"families run: {', '.join(result.families)} in {result.seconds:.1f} s"
            + (f"; not available yet: {', '.join(result.unavailable)}" if result.unavailable else ""))
     return emit(

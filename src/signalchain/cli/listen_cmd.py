@@ -11,6 +11,7 @@ import soundfile as sf
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
+from .._units import plural
 from ..audio._files import PathState, check_path, display_path, list_files
 from ..audio.fingerprint import MAX_RATE, MIN_RATE
 from ..audio.io import claimed_frames, read_audio
@@ -159,7 +160,7 @@ def listen(paths: tuple[str, ...], rate: int | None, subtype: str | None, json_p
             reports.append(rep)
             findings += _judge(path, rep, rate, subtype)
             bar.advance(task)
-    t = Table(title=f"listen · {len(reports)} files")
+    t = Table(title=f"listen · {plural(len(reports), 'file')}")
     longest = max((len(r.path) for r in reports), default=4)
     for h in HEADERS:  # the file names keep their width first (up to 80 columns); the numbers fold
         t.add_column(h, overflow="fold", min_width=min(longest, 80) if h == "file" else None)

@@ -6,7 +6,6 @@ import time
 from pathlib import Path
 
 import click
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ..checks.verify import judge_verify, verdict_of
 from ..errors import UsageError
@@ -16,6 +15,7 @@ from ..experiments.verify import PipelineState, run_verify
 from ..experiments.verify_states import CheckpointPipeline, CommitState, checkpoint_file
 from ..pipeline import ProtocolView
 from ..report import console
+from ..report.progress import Reporter
 from ..report.verify_page import render_verify, verify_json, verify_lines, verify_table
 from ._common import common_options, emit, guarded, resolve_pipeline, shield_exits
 from .golden_cmds import inject_faults as with_faults
@@ -100,16 +100,12 @@ def verify(before_spec: str | None, before_faults: tuple[str, ...], after_spec: 
             pipe = CheckpointPipeline(pipe, checkpoint_file(ckpt, f"--{side}-checkpoint"))
             name += f" @{Path(ckpt).name}"
         sides.append((ProtocolView(shield_exits(pipe)), name))
-    err = console(stderr=True)
     t0 = time.perf_counter()
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
-                  transient=True, disable=not err.is_terminal) as bar:
-        task = bar.add_task("verify: starting", total=None)
-        say = lambda what: bar.update(task, description=f"verify: {what}")  # noqa: E731
-        before, after = (s if isinstance(s, CommitState) else PipelineState(s[0], s[1], budget, progress=say)
+    with Reporter("verify") as rep:  # a bar on a terminal, timed lines in a log
+        before, after = (s if isinstance(s, CommitState) else PipelineState(s[0], s[1], budget, progress=rep.say)
                          for s in sides)
         m = run_verify(before, after, symptom=symptom, families=families, control=controls,
-                       seeds=range(seeds), budget=budget)
+                       seeds=range(seeds), budget=budget, progress=rep.say)
     seconds = time.perf_counter() - t0
     findings = judge_verify(m)
     v = verdict_of(m)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..findings import Finding, sort_findings
@@ -12,7 +13,7 @@ from ..golden.compare import Comparison
 from ..trace import Trace
 from .describe import describe_diff, describe_record
 
-__all__ = ["console", "human_to_stderr", "print_findings", "print_trace", "print_comparison"]
+__all__ = ["console", "human_to_stderr", "print_findings", "collapse_hints", "print_trace", "print_comparison"]
 
 #: Set by `--json -`: standard output carries the JSON report, so every console writes to stderr.
 _TO_STDERR = False
@@ -46,9 +47,18 @@ def print_findings(findings: Sequence[Finding], out: Console, title: str = "Find
     for f in sort_findings(findings):
         table.add_row(f"[{_STYLE[f.severity.value]}]{f.severity.value}[/]", f.id, f.stage or "—", f.message)
     out.print(table)
+    for fid, hint, n in collapse_hints(findings):
+        out.print(f"  [bold]{escape(fid)}[/bold] → {escape(hint)}" + (f" [dim](×{n})[/dim]" if n > 1 else ""))
+
+
+def collapse_hints(findings: Sequence[Finding]) -> list[tuple[str, str, int]]:
+    """(id, hint, how many findings give it) for the errors' and warnings' hints, each said once, in
+    the order of the findings: 26 files with the same problem get one hint "(×26)", not 26 lines."""
+    counts: dict[tuple[str, str], int] = {}
     for f in sort_findings(findings):
         if f.severity.value != "info" and f.hint:
-            out.print(f"  [bold]{f.id}[/bold] → {f.hint}")
+            counts[(f.id, f.hint)] = counts.get((f.id, f.hint), 0) + 1
+    return [(fid, hint, n) for (fid, hint), n in counts.items()]
 
 
 def print_trace(trace: Trace, out: Console, title: str = "Stages") -> None:
