@@ -25,7 +25,7 @@ from rich.console import Console
 __all__ = ["Reporter", "set_quiet", "is_quiet", "HEARTBEAT_S", "BATCH_EVERY_S", "GRACE_S"]
 
 HEARTBEAT_S = 10.0  # the longest a plain log stays silent
-GRACE_S = 1.0  # a command done sooner says nothing: its lines are held this long (an instant usage error stays one line)
+GRACE_S = 1.0  # a command done sooner says nothing: lines are held this long (a usage error stays one line)
 BATCH_EVERY_S = 2.0  # counts in a plain log: one line per batch, at most one per this many seconds
 
 _QUIET = False
