@@ -11,13 +11,14 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.table import Table
 
 from ..errors import PipelineExit, SignalchainError, UsageError
 from ..findings import Finding, exit_code
 from ..pipeline import Pipeline, capabilities, load_pipeline
 from ..report import HtmlReport, print_findings, write_json
 from ..report.progress import is_quiet, set_quiet
-from ..report.terminal import human_to_stderr
+from ..report.terminal import human_to_stderr, keep_words
 from ._noise import hold_library_noise
 
 __all__ = ["DEFAULT_PIPELINE", "BUILTIN_PIPELINES", "common_options", "hf_options", "resolve_pipeline", "guarded",
@@ -220,7 +221,7 @@ def emit(con: Console, findings: Sequence[Finding], *, json_path: str | None, ht
     if title is not None:
         print_findings(findings, con, title=title)
     for item in show:
-        con.print(item)
+        con.print(keep_words(item, con.width) if isinstance(item, Table) else item)
     if json_path:
         write_json(json_path, findings, **dict(fields or {}))
     if html_path and page is not None:

@@ -8,7 +8,6 @@ from dataclasses import replace
 import click
 import numpy as np
 import soundfile as sf
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from .._units import plural
@@ -23,6 +22,8 @@ from ..findings import Finding
 from ..records.output import FileMeasurement
 from ..report import console
 from ..report.listen_page import HEADERS, file_row, render_listen
+from ..report.progress import Reporter
+from ..report.terminal import keep_words
 from ._common import common_options, emit, guarded
 
 __all__ = ["listen"]
@@ -148,25 +149,22 @@ def listen(paths: tuple[str, ...], rate: int | None, subtype: str | None, json_p
         raise UsageError(f"no audio files ({', '.join(sorted(AUDIO_SUFFIXES))}) under {', '.join(paths)}")
     reports: list[FileMeasurement] = []
     real: dict[str, str] = {}  # shown name -> the path to open
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console(stderr=True),
-                  transient=True) as bar:
-        task = bar.add_task("listen", total=len(files))
+    with Reporter("listen", total=len(files)) as bar:  # a bar on a terminal, timed lines in a log
         for path in files:
             shown = display_path(path)
-            bar.update(task, description=os.path.basename(shown)[:40])
+            bar.item(os.path.basename(shown)[:40])
             rep = measure_file(path)
             rep.path = shown
             real[shown] = path
             reports.append(rep)
             findings += _judge(path, rep, rate, subtype)
-            bar.advance(task)
     t = Table(title=f"listen · {plural(len(reports), 'file')}")
     longest = max((len(r.path) for r in reports), default=4)
     for h in HEADERS:  # the file names keep their width first (up to 80 columns); the numbers fold
         t.add_column(h, overflow="fold", min_width=min(longest, 80) if h == "file" else None)
     for r in reports:
         t.add_row(*file_row(r))
-    con.print(t)
+    con.print(keep_words(t, con.width))
     expected = "".join(
         [f" · expected rate {rate} Hz" if rate else "", f" · expected subtype {subtype}" if subtype else ""]
     )

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ..findings import Finding, sort_findings
 from ..golden.compare import Comparison
 from ..trace import Trace
 from .describe import describe_diff, describe_record
 
-__all__ = ["console", "human_to_stderr", "print_findings", "collapse_hints", "print_trace", "print_comparison"]
+__all__ = ["console", "human_to_stderr", "print_findings", "collapse_hints", "keep_words", "print_trace",
+           "print_comparison"]
 
 #: Set by `--json -`: standard output carries the JSON report, so every console writes to stderr.
 _TO_STDERR = False
@@ -35,6 +38,54 @@ def console(stderr: bool = False) -> Console:
     return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width)
 
 
+#: the widest word (a path) a column is widened for; a longer one is folded, as nothing else fits
+WORD_CAP = 100
+
+
+def keep_words(table: Table, width: int | None = None, cap: int = WORD_CAP) -> Table:
+    """Widen each column to its longest word (up to `cap`), so that cells wrap between words and a
+    path is never broken in the middle; within `width` (the console's), the widest column gives way
+    first when all of them cannot, and a path still too long is cut in the middle. Returns `table`."""
+    needs = []
+    for column in table.columns:
+        longest = 0
+        for cell in column._cells:
+            if not isinstance(cell, (str, Text)):
+                continue
+            plain = cell.plain if isinstance(cell, Text) else Text.from_markup(cell).plain
+            longest = max([longest, *(len(word) for word in plain.split())])
+        needs.append(max(column.min_width or 0, min(longest, cap), len(str(column.header))))
+    if width is not None and needs:
+        excess = sum(needs) + 3 * len(needs) + 1 - width  # each column: a border and two spaces of padding
+        while excess > 0 and max(needs) > 8:
+            i = needs.index(max(needs))
+            cut = min(excess, needs[i] - 8)
+            needs[i] -= cut
+            excess -= cut
+    for column, need in zip(table.columns, needs, strict=True):
+        column.min_width = need
+        column._cells = [_squeezed(c, need) for c in column._cells]
+    return table
+
+
+def _squeezed(cell: object, width: int) -> object:
+    """The cell with its too-long paths cut in the middle (as plain text: such a cell loses its styles)."""
+    if not isinstance(cell, (str, Text)):
+        return cell
+    plain = cell.plain if isinstance(cell, Text) else Text.from_markup(cell).plain
+    short = re.sub(r"\S+", lambda m: _squeeze(m.group(), width), plain)
+    return cell if short == plain else Text(short)
+
+
+def _squeeze(word: str, width: int) -> str:
+    """A path too long for its column, cut in the middle ('/data/mu…/track_0123.wav'): its file name
+    stays whole, and the rest of the cell wraps between words. Other words are left to fold."""
+    if len(word) <= width or ("/" not in word and "\\" not in word):
+        return word
+    head = max(1, min(12, (width - 1) // 4))
+    return word[:head] + "…" + word[len(word) - (width - 1 - head):]
+
+
 def print_findings(findings: Sequence[Finding], out: Console, title: str = "Findings") -> None:
     if not findings:
         out.print("[green]No findings.[/green]")
@@ -45,8 +96,8 @@ def print_findings(findings: Sequence[Finding], out: Console, title: str = "Find
     table.add_column("stage")
     table.add_column("message", overflow="fold")
     for f in sort_findings(findings):
-        table.add_row(f"[{_STYLE[f.severity.value]}]{f.severity.value}[/]", f.id, f.stage or "—", f.message)
-    out.print(table)
+        table.add_row(f"[{_STYLE[f.severity.value]}]{f.severity.value}[/]", f.id, f.stage or "—", escape(f.message))
+    out.print(keep_words(table, out.width))
     for fid, hint, n in collapse_hints(findings):
         out.print(f"  [bold]{escape(fid)}[/bold] → {escape(hint)}" + (f" [dim](×{n})[/dim]" if n > 1 else ""))
 
@@ -72,7 +123,7 @@ def print_trace(trace: Trace, out: Console, title: str = "Stages") -> None:
     for rec in trace:
         table.add_row(str(rec.order), rec.name, rec.kind, rec.dtype, "×".join(map(str, rec.shape)) or "—",
                       describe_record(rec))
-    out.print(table)
+    out.print(keep_words(table, out.width))
 
 
 def print_comparison(comparison: Comparison, out: Console) -> None:
@@ -90,7 +141,7 @@ def print_comparison(comparison: Comparison, out: Console) -> None:
         else:
             status = "[red]differs[/red]"
         table.add_row(d.stage, d.kind, status, "" if d.equal else describe_diff(d))
-    out.print(table)
+    out.print(keep_words(table, out.width))
     if first is None:
         out.print("[green]identical[/green]: every stage matches the golden batch")
     else:
