@@ -17,7 +17,7 @@ from ..errors import PipelineExit, SignalchainError, UsageError
 from ..findings import Finding, exit_code
 from ..pipeline import Pipeline, capabilities, load_pipeline
 from ..report import HtmlReport, print_findings, write_json
-from ..report.progress import is_quiet, set_quiet
+from ..report.progress import Reporter, is_quiet, set_quiet
 from ..report.terminal import human_to_stderr, keep_words
 from ._noise import hold_library_noise
 
@@ -225,10 +225,9 @@ def emit(con: Console, findings: Sequence[Finding], *, json_path: str | None, ht
     if json_path:
         write_json(json_path, findings, **dict(fields or {}))
     if html_path and page is not None:
-        if rendering:
-            with con.status(rendering):
-                page().write(html_path)
-        else:
+        ctx = click.get_current_context(silent=True)
+        with Reporter(ctx.info_name if ctx and ctx.info_name else "signalchain") as rep:  # pictures take a while
+            rep.say(rendering.rstrip("…") if rendering else f"writing the HTML report {html_path}")
             page().write(html_path)
         con.print(f"report: {html_path}")
     return exit_code(findings) if code is None else code
