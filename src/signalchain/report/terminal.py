@@ -44,24 +44,27 @@ WORD_CAP = 100
 
 def keep_words(table: Table, width: int | None = None, cap: int = WORD_CAP) -> Table:
     """Widen each column to its longest word (up to `cap`), so that cells wrap between words and a
-    path is never broken in the middle; within `width` (the console's), the widest column gives way
-    first when all of them cannot, and a path still too long is cut in the middle. Returns `table`."""
-    needs = []
+    path is never broken in the middle; within `width` (the console's), the columns holding paths
+    share what the others leave, and a path longer than its column is cut in the middle (its file
+    name whole) rather than folded. Returns `table`."""
+    needs, paths = [], []
     for column in table.columns:
-        longest = 0
+        longest, path = 0, False
         for cell in column._cells:
             if not isinstance(cell, (str, Text)):
                 continue
             plain = cell.plain if isinstance(cell, Text) else Text.from_markup(cell).plain
-            longest = max([longest, *(len(word) for word in plain.split())])
-        needs.append(max(column.min_width or 0, min(longest, cap), len(str(column.header))))
-    if width is not None and needs:
-        excess = sum(needs) + 3 * len(needs) + 1 - width  # each column: a border and two spaces of padding
-        while excess > 0 and max(needs) > 8:
-            i = needs.index(max(needs))
-            cut = min(excess, needs[i] - 8)
-            needs[i] -= cut
-            excess -= cut
+            words = plain.split()
+            longest = max([longest, *(len(word) for word in words)])
+            path = path or any(_is_path(word) for word in words)
+        needs.append(max(column.min_width or 0, min(longest, cap)))
+        paths.append(path)
+    if width is not None and any(paths):
+        # a column's longest word is its floor (rich folds nothing shorter): the path columns get what is left
+        left = width - 3 * len(needs) - 1 - sum(n for n, p in zip(needs, paths, strict=True) if not p)
+        wanted = sum(n for n, p in zip(needs, paths, strict=True) if p)
+        if wanted > left:
+            needs = [max(8, n * left // wanted) if p else n for n, p in zip(needs, paths, strict=True)]
     for column, need in zip(table.columns, needs, strict=True):
         column.min_width = need
         column._cells = [_squeezed(c, need) for c in column._cells]
@@ -77,10 +80,19 @@ def _squeezed(cell: object, width: int) -> object:
     return cell if short == plain else Text(short)
 
 
+_FILE = re.compile(r"\.\w{1,5}(:\d+)?\W*$")  # ends like a file name (.wav, .py:153)
+
+
+def _is_path(word: str) -> bool:
+    """A file path, not a ratio or a format ("WAV/PCM_16"): two separators, a leading one, or a file name."""
+    return ("\\" in word or word.count("/") >= 2 or word.startswith(("/", "./", "../", "~/"))
+            or ("/" in word and bool(_FILE.search(word))))
+
+
 def _squeeze(word: str, width: int) -> str:
     """A path too long for its column, cut in the middle ('/data/mu…/track_0123.wav'): its file name
     stays whole, and the rest of the cell wraps between words. Other words are left to fold."""
-    if len(word) <= width or ("/" not in word and "\\" not in word):
+    if len(word) <= width or not _is_path(word):
         return word
     head = max(1, min(12, (width - 1) // 4))
     return word[:head] + "…" + word[len(word) - (width - 1 - head):]
