@@ -5,7 +5,8 @@ Three forms, chosen once per command:
 - a pipe or a CI log (stderr not a terminal, or `CI` set): one plain line per phase, family, step or
   batch, each with the wall time since the command started, and a "still …" line whenever nothing
   was said for `HEARTBEAT_S`, so that no stretch of a log is silent for longer than that;
-  A command that ends within `GRACE_S` prints no progress (its lines are held that long);
+  A command that ends within `GRACE_S` (or $SIGNALCHAIN_PROGRESS_GRACE) prints no progress (its
+  lines are held that long);
 - `--quiet`: nothing at all (the findings and the report still print).
 """
 
@@ -26,6 +27,7 @@ __all__ = ["Reporter", "set_quiet", "is_quiet", "HEARTBEAT_S", "BATCH_EVERY_S", 
 
 HEARTBEAT_S = 10.0  # the longest a plain log stays silent
 GRACE_S = 1.0  # a command done sooner says nothing: lines are held this long (a usage error stays one line)
+GRACE_ENV = "SIGNALCHAIN_PROGRESS_GRACE"  # seconds, to change it (0: every line, however quick the command)
 BATCH_EVERY_S = 2.0  # counts in a plain log: one line per batch, at most one per this many seconds
 
 _QUIET = False
@@ -56,8 +58,13 @@ class Reporter:
     """
 
     def __init__(self, command: str, total: int | None = None, *, mode: str | None = None,
-                 heartbeat: float = HEARTBEAT_S, every: float = BATCH_EVERY_S, grace: float = GRACE_S,
+                 heartbeat: float = HEARTBEAT_S, every: float = BATCH_EVERY_S, grace: float | None = None,
                  stream: Any = None):
+        if grace is None:
+            try:
+                grace = float(os.environ.get(GRACE_ENV, GRACE_S))
+            except ValueError:
+                grace = GRACE_S
         self.command, self.total, self.heartbeat, self.every, self.grace = command, total, heartbeat, every, grace
         self._pending: list[str] = []
         self._stream = stream
