@@ -49,6 +49,7 @@ demo: setup
 # The quick benchmarks (ratios measured in one run); the others are run one by one (see benchmarks/).
 bench: setup
 	$(PY) benchmarks/bench_tap.py
+	$(PY) benchmarks/bench_cli.py
 	$(PY) benchmarks/bench_numerics.py
 	$(PY) benchmarks/bench_doctor.py
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from bisect_repo import build_repo, capture_golden, tree_state
+from bisect_repo import SPEC, build_repo, capture_golden, tree_state
 from signalchain.cli import cli
 
 
@@ -26,14 +26,19 @@ def _bisect(*args: str):
 
 
 @pytest.mark.slow
-def test_names_the_commit_exits_1_and_writes_the_json(bed, tmp_path):
+def test_names_the_commit_exits_1_and_writes_the_json(bed, tmp_path, monkeypatch):
+    """The pipeline comes from the project configuration ([tool.signalchain]), as for every command."""
     repo, shas, out = bed["repo"], bed["shas"], tmp_path / "b.json"
+    (tmp_path / "pyproject.toml").write_text(f'[tool.signalchain]\npipeline = "{repo}/userpipe.py:UserPipe"\n')
+    monkeypatch.chdir(tmp_path)
     before = tree_state(repo)
     res = _bisect(str(bed["golden"]), "--good", shas[0], "--bad", shas[-1], "--repo", str(repo), "--json", str(out),
                   "--html", str(tmp_path / "b.html"))
     assert res.exit_code == 1, res.output
     assert "The first bad commit is " + shas[3][:10] in res.output and "userpipe.py" in res.output
+    assert "(from pyproject.toml [tool.signalchain])" in res.output
     doc = json.loads(out.read_text())
+    assert doc["pipeline"]["source"] == "pyproject.toml [tool.signalchain]"
     b = doc["bisect"]
     assert b["mode"] == "commits" and b["status"] == "found" and b["first_bad"]["sha"] == shas[3]
     assert b["first_bad"]["stage"] == "crop" and b["runs"] == len(b["probes"]) and b["cached"] == 0
@@ -68,7 +73,7 @@ def test_pipeline_option_names_the_spec_to_run(bed, tmp_path):
 def test_a_flaky_bad_end_exits_0_with_a_warning(bed, tmp_path):
     repo, shas, out = bed["repo"], bed["shas"], tmp_path / "f.json"
     res = _bisect(str(bed["golden"]), "--good", shas[0], "--bad", shas[2], "--repo", str(repo), "--json", str(out),
-                  "--no-cache")
+                  "--no-cache", "--pipeline", "userpipe.py:UserPipe")
     assert res.exit_code == 0, res.output
     doc = json.loads(out.read_text())
     assert doc["bisect"]["status"] == "flaky_bad" and len(doc["bisect"]["probes"]) == 2
@@ -86,7 +91,8 @@ def test_usage_errors_exit_2_with_one_line(bed, tmp_path):
     _one_line_exit_2(_bisect(g, "--bad", shas[-1], "--repo", repo), "needs --good")
     _one_line_exit_2(_bisect(g, "--good", shas[0], "--bad", shas[-1], "--repo", str(tmp_path)),
                      "not inside a git work tree")
-    _one_line_exit_2(_bisect(g, "--good", "nope", "--bad", shas[-1], "--repo", repo), "'nope' is not a commit")
+    _one_line_exit_2(_bisect(g, "--good", "nope", "--bad", shas[-1], "--repo", repo, "--pipeline", SPEC),
+                     "'nope' is not a commit")
     _one_line_exit_2(_bisect(str(tmp_path / "missing"), "--good", shas[0], "--bad", shas[-1], "--repo", repo),
                      "missing")
     _one_line_exit_2(_bisect(g, "--checkpoints", "ckpt/*", "--good", shas[0]), "--good")
@@ -95,11 +101,25 @@ def test_usage_errors_exit_2_with_one_line(bed, tmp_path):
     _one_line_exit_2(_bisect(g, "--good", shas[0], "--bad", shas[-1], "--repo", repo, "--tol", "nostage=1e-3"),
                      "no stage 'nostage'")
     _one_line_exit_2(_bisect(g, "--good", shas[0], "--bad", shas[-1], "--repo", repo, "--timeout", "0"), "--timeout")
-    _one_line_exit_2(_bisect(g, "--good", shas[-1], "--bad", shas[0], "--repo", repo), "not an ancestor")
+    _one_line_exit_2(_bisect(g, "--good", shas[-1], "--bad", shas[0], "--repo", repo, "--pipeline", SPEC),
+                     "not an ancestor")
 
 
-def test_a_golden_spec_outside_the_repository_is_refused(bed, tmp_path):
+def test_the_golden_never_names_the_code_to_run(bed, tmp_path, monkeypatch):
+    """Without --pipeline or a project configuration, bisect asks for one (both ways named); it never runs
+    the path a golden names, inside the repository or not; --hf-musicgen goes with --checkpoints."""
+    monkeypatch.chdir(tmp_path)
+    g, repo, shas = str(bed["golden"]), str(bed["repo"]), bed["shas"]
+    _one_line_exit_2(_bisect(g, "--good", shas[0], "--bad", shas[-1], "--repo", repo),
+                     "never the golden's: pass --pipeline SPEC")
+    _one_line_exit_2(_bisect(g, "--good", shas[0], "--bad", shas[-1], "--repo", repo), "[tool.signalchain]")
+    _one_line_exit_2(_bisect(g, "--good", shas[0], "--bad", shas[-1], "--repo", repo, "--hf-musicgen", str(tmp_path),
+                             "--data", str(tmp_path)), "--checkpoints DIR_OR_GLOB")
+
+
+def test_a_golden_spec_outside_the_repository_is_refused(bed, tmp_path, monkeypatch):
     """A golden is data: a pipeline path it names outside the repository is not run; --pipeline is asked for."""
+    monkeypatch.chdir(tmp_path)
     from signalchain.golden import load_golden, save_golden
 
     g = load_golden(bed["golden"])

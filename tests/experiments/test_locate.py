@@ -376,3 +376,24 @@ def test_ranges_quoted_in_a_cause_count_the_inputs_infs() -> None:
                  inputs=[tensor_stats(x)], scalars=[1e-5])
     key, why, _ = likely_cause(ev)
     assert key == "normalisation" and "plus 128 inf of 512 values" in why
+
+
+class LogInItsOwnForward(nn.Module):
+    """The root module's own forward (no child) takes log of a value that is 0."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(6, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x) + torch.log(x[:, :1] - x[:, :1])
+
+
+def test_a_nan_in_the_root_modules_own_forward_is_named_by_its_class_not_outside_any_module() -> None:
+    def step(model: nn.Module, batch: dict) -> torch.Tensor:
+        return nn.functional.cross_entropy(model(batch["x"]), batch["y"])
+
+    report = locate(None, LogInItsOwnForward(), tiny_batch(), step=step)
+    (first, *_) = judge_locate(report)
+    assert first.evidence["op"] == "aten.log.default" and first.evidence["module"] == "LogInItsOwnForward"
+    assert "module LogInItsOwnForward" in first.message and "outside any module" not in first.message

@@ -1,6 +1,7 @@
 import json
 import pickle
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -118,6 +119,15 @@ def test_pickle_instead_of_safetensors_is_refused_without_unpickling(golden_dir,
     monkeypatch.setattr(pickle, "loads", lambda *a, **k: pytest.fail("unpickled!"))
     with pytest.raises(GoldenFileError, match="values.safetensors: holds a pickle"):
         load_golden(path)
+
+
+def test_a_safetensors_header_that_begins_like_a_pickle_is_read() -> None:
+    """A header of 896 bytes is written b"\\x80\\x03\\0\\0\\0\\0\\0\\0{": pickle protocol 3's magic, then JSON."""
+    from signalchain.golden._files import refuse_code
+
+    refuse_code(Path("values.safetensors"), (896).to_bytes(8, "little") + b'{"a"')  # no error
+    with pytest.raises(GoldenFileError, match="holds a pickle"):
+        refuse_code(Path("values.safetensors"), pickle.dumps({"tokens": [0] * 3}, protocol=3)[:9])
 
 
 def test_torch_save_archive_is_refused(golden_dir):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from scipy import signal
 
 __all__ = ["mel_filterbank", "log_mel", "spectral_similarity"]
 
@@ -36,6 +35,8 @@ def log_mel(audio: np.ndarray, sample_rate: int, n_fft: int = 1024, hop: int = 2
     x = np.asarray(audio, dtype=np.float64)
     if x.ndim > 1:
         x = x.mean(axis=0)
+    from scipy import signal  # here, not at the top: importing scipy.signal takes a second (`listen`'s start-up)
+
     x = np.nan_to_num(x)
     if x.size < n_fft:
         x = np.pad(x, (0, n_fft - x.size))

@@ -24,7 +24,7 @@ from ..records.checkpoints import CheckpointBisect, CheckpointHealth
 from ..report.bisect_page import render_checkpoints
 from ..report.describe import fmt
 from ..report.progress import Reporter
-from ._common import BUILTIN_PIPELINES, DEFAULT_PIPELINE, emit, resolve_pipeline
+from ._common import BUILTIN_PIPELINES, DEFAULT_PIPELINE, emit, resolve
 from .golden_cmds import parse_stage_tolerances
 
 __all__ = ["run_checkpoints_mode"]
@@ -39,10 +39,13 @@ def _check_number(option: str, value: float, low: float, strict: bool = False) -
         raise UsageError(f"{option} {value!r} is not valid: give a finite number {bound}")
 
 
-def _pipeline(g: Golden, spec: str | None) -> tuple[Any, str, str]:
-    if spec:
-        pipe, spec = resolve_pipeline(spec, ())
-        return pipe, spec, "--pipeline"
+def _pipeline(g: Golden, spec: str | None, hf: tuple[Any, Any, Any] = (None, (), ())) -> tuple[Any, str, str]:
+    """--pipeline or --hf-musicgen, else the project configuration's, else the golden's when it names an
+    importable module (as `compare`)."""
+    chosen = resolve(spec, (), *hf, default=False)
+    if chosen is not None:
+        source = chosen.source if chosen.source != "the command line" else ("--pipeline" if spec else "--hf-musicgen")
+        return chosen.pipeline, chosen.spec, source
     spec = manifest_pipeline_spec(g.provenance.get("pipeline_spec"), g.path, DEFAULT_PIPELINE, BUILTIN_PIPELINES)
     return load_manifest_pipeline(spec), spec, "the golden's manifest"
 
@@ -109,7 +112,7 @@ def _json(res: CheckpointBisect, changes: list[Any]) -> dict[str, Any]:
 
 def run_checkpoints_mode(*, con: Console, golden: str, checkpoints: str, pipeline: str | None, rtol: float,
                          atol: float, tols: Sequence[str], json_path: str | None, html_path: str | None,
-                         factor: float = DEFAULT_FACTOR) -> int:
+                         factor: float = DEFAULT_FACTOR, hf: tuple[Any, Any, Any] = (None, (), ())) -> int:
     """Bisect the checkpoints matching `checkpoints` on GOLDEN's batch; print, write --json, return the exit code."""
     _check_number("--rtol", rtol, 0.0)
     _check_number("--atol", atol, 0.0)
@@ -122,13 +125,13 @@ def run_checkpoints_mode(*, con: Console, golden: str, checkpoints: str, pipelin
         raise UsageError(f"--checkpoints {checkpoints!r} matched {what}; bisect needs at least two: a folder or a glob "
                          f"of {'/'.join(SUFFIXES)} files or checkpoint-N/ folders")
     try:
-        pipe, spec, source = _pipeline(g, pipeline)
+        pipe, spec, source = _pipeline(g, pipeline, hf)
     except SystemExit as exc:
         raise PipelineError(f"the pipeline exited (SystemExit {exc.code!r}) while loading; "
                             "nothing was bisected") from None
     seed = int(g.provenance.get("seed") or 0)
     con.print(f"bisecting {len(files)} checkpoints ({files[0].name} … {files[-1].name}) with pipeline {spec} "
-              f"(from {source}) on the golden batch, seed {seed}, factor {factor:g}")
+              f"(from {source}) on the golden batch, seed {seed}, factor {factor:g}", markup=False)
     try:
         with Reporter("bisect") as rep:  # a bar on a terminal, timed lines in a log
             res = bisect_checkpoints(pipe, files, seed=seed, golden=g.trace, golden_loss=_golden_loss(g),

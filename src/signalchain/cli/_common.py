@@ -4,25 +4,28 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.table import Table
 
 from ..errors import PipelineExit, SignalchainError, UsageError
 from ..findings import Finding, exit_code
 from ..pipeline import Pipeline, capabilities, load_pipeline
-from ..report import HtmlReport, print_findings, write_json
-from ..report.progress import Reporter, is_quiet, set_quiet
-from ..report.terminal import human_to_stderr, keep_words
+from ..report.progress import is_quiet, set_quiet  # (no rich at import: `--help` stays cheap)
 from ._noise import hold_library_noise
 
-__all__ = ["DEFAULT_PIPELINE", "BUILTIN_PIPELINES", "common_options", "hf_options", "resolve_pipeline", "guarded",
-           "one_line", "exit_origin", "fail", "shield_exits", "emit"]
+if TYPE_CHECKING:  # the report (rich, numpy, pages) is imported where a command uses it: `--help` stays cheap
+    from rich.console import Console
+
+    from ..report import HtmlReport
+
+__all__ = ["DEFAULT_PIPELINE", "BUILTIN_PIPELINES", "common_options", "hf_options", "resolve_pipeline", "resolve",
+           "Resolved", "guarded", "one_line", "exit_origin", "fail", "shield_exits", "emit"]
 
 #: With no pipeline named, every command runs on the bundled reference pipeline (DESIGN §3).
 DEFAULT_PIPELINE = "signalchain.reference:ReferencePipeline"
@@ -64,6 +67,8 @@ def common_options(html: bool = True) -> Callable[[Callable[..., Any]], Callable
 def _json_target(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """`--json -`: the report is standard output, so everything said for people goes to stderr; reset
     on every command, so that one invocation's choice never leaks into the next (tests, a Python caller)."""
+    from ..report.terminal import human_to_stderr
+
     human_to_stderr(value == "-")
     return value
 
@@ -171,8 +176,74 @@ def shield_exits(pipeline: Pipeline) -> Pipeline:
     return _ExitShield(pipeline)
 
 
+@dataclass(frozen=True)
+class Resolved:
+    """A loaded pipeline, its spec (as loaded, recorded in JSON and goldens), as a person named it, and
+    where the name came from: "the command line", the project configuration's file, or "the default"."""
+
+    pipeline: Pipeline
+    spec: str
+    shown: str
+    source: str
+
+    @property
+    def line(self) -> str:
+        """'pipeline train/debug.py:pipeline (from pyproject.toml [tool.signalchain])'."""
+        return f"pipeline {self.shown} (from {self.source})"
+
+    @property
+    def record(self) -> dict[str, str]:
+        return {"spec": self.spec, "source": self.source}
+
+
+def resolve(spec: str | None = None, faults: Sequence[str] = (), hf_musicgen: str | None = None,
+            data: Sequence[str] = (), hf_set: Sequence[str] = (), *, project: bool = True,
+            default: bool = True) -> Resolved | None:
+    """The pipeline a command runs: the one named on the command line, else the project configuration's
+    (`[tool.signalchain]`, see `_project.py`; never a golden's), else the bundled reference pipeline
+    (None instead when `default` is False: the caller has its own rule, or none)."""
+    source = "the command line"
+    if spec is None and hf_musicgen is None and project:
+        from ._project import project_config
+
+        cfg = project_config()
+        if cfg is not None and cfg.hf_musicgen is not None:
+            source = cfg.where + (" and the command line" if data or hf_set else "")
+            hf_musicgen, data, hf_set = cfg.hf_musicgen, list(data or cfg.data), [*cfg.hf_set, *hf_set]
+            pipe, loaded = _load(None, faults, hf_musicgen, data, hf_set)
+            return Resolved(pipe, loaded, f"--hf-musicgen {_relative(hf_musicgen)}", source)
+        elif cfg is not None and cfg.pipeline_spec is not None and not (data or hf_set):
+            target = cfg.pipeline_spec.rsplit(":", 1)[0]
+            if not target.endswith(".py") and str(cfg.path.parent) not in sys.path:
+                sys.path.append(str(cfg.path.parent))  # a module of the project, beside its configuration
+            pipe, loaded = _load(cfg.pipeline_spec, faults, None, (), ())
+            return Resolved(pipe, loaded, str(cfg.pipeline), cfg.where)
+    if spec is None and hf_musicgen is None and not (data or hf_set):
+        if not default:
+            return None
+        source = "the default"
+    pipe, loaded = _load(spec, faults, hf_musicgen, data, hf_set)
+    return Resolved(pipe, loaded, loaded, source)
+
+
+def _relative(path: str) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return path
+
+
 def resolve_pipeline(spec: str | None, faults: Sequence[str] = (), hf_musicgen: str | None = None,
-                     data: Sequence[str] = (), hf_set: Sequence[str] = ()) -> tuple[Pipeline, str]:
+                     data: Sequence[str] = (), hf_set: Sequence[str] = (), *, project: bool = True
+                     ) -> tuple[Pipeline, str]:
+    """(pipeline, spec) as `resolve` finds them (the project's configuration first when nothing is named)."""
+    r = resolve(spec, faults, hf_musicgen, data, hf_set, project=project)
+    assert r is not None
+    return r.pipeline, r.spec
+
+
+def _load(spec: str | None, faults: Sequence[str] = (), hf_musicgen: str | None = None,
+          data: Sequence[str] = (), hf_set: Sequence[str] = ()) -> tuple[Pipeline, str]:
     """Load the named pipeline (the reference one when None; `hf-bed` for the HF bed), or one made
     from a saved HF MusicGen and its data, and inject catalogue faults if asked."""
     if hf_musicgen is not None:
@@ -218,6 +289,12 @@ def emit(con: Console, findings: Sequence[Finding], *, json_path: str | None, ht
     under a status line `rendering` when given, and where it went; the exit code is `code` when
     given, else 1 when any finding is an error (DESIGN §5).
     """
+    from rich.table import Table
+
+    from ..report import print_findings, write_json
+    from ..report.progress import Reporter
+    from ..report.terminal import keep_words
+
     if title is not None:
         print_findings(findings, con, title=title)
     for item in show:

@@ -10,7 +10,9 @@ from ..pipeline import ProtocolView
 from ..report import console, render_doctor
 from ..report.doctor_page import strip_audio
 from ..report.progress import Reporter
-from ._common import common_options, emit, guarded, hf_options, resolve_pipeline, shield_exits
+from ._clock import elapsed
+from ._common import common_options, emit, guarded, hf_options, resolve, shield_exits
+from ._project import option_or_config
 from .golden_cmds import fault_option, inject_faults
 
 __all__ = ["doctor"]
@@ -31,19 +33,24 @@ __all__ = ["doctor"]
 def doctor(pipeline: str | None, families: tuple[str, ...], symptom: str | None, seed: int, budget: str,
            faults: tuple[str, ...], hf_musicgen: str | None, data: tuple[str, ...], hf_set: tuple[str, ...],
            json_path: str | None, html_path: str | None, debug: bool) -> int:
-    """Diagnose PIPELINE (default: the reference pipeline; `hf-bed` for the bundled HF MusicGen bed;
-    or --hf-musicgen MODEL_DIR --data DATA for a saved HF MusicGen and a dataset): run the families of experiments
-    and checks (audio, data, numerics, optimisation, precision, conditioning, generation, output, splits), or
-    those a --symptom selects, and report the earliest stage where something goes wrong."""
+    """Diagnose PIPELINE (default: the project's [tool.signalchain] pipeline, else the reference pipeline;
+    `hf-bed` for the bundled HF MusicGen bed; or --hf-musicgen MODEL_DIR --data DATA for a saved HF MusicGen
+    and a dataset): run the families of experiments and checks (audio, data, numerics, optimisation, precision,
+    conditioning, generation, output, splits), or those a --symptom selects, and report the earliest stage where
+    something goes wrong."""
     con = console()
     names, _ = select_families(families, symptom)  # fail fast on a bad name
-    pipe, spec = resolve_pipeline(pipeline, (), hf_musicgen, data, hf_set)
-    pipe = inject_faults(pipe, spec, faults)  # an unknown fault is a usage error naming the catalogue
+    seed, budget = option_or_config("seed", seed), option_or_config("budget", budget)
+    chosen = resolve(pipeline, (), hf_musicgen, data, hf_set)
+    assert chosen is not None
+    spec = chosen.spec
+    pipe = inject_faults(chosen.pipeline, spec, faults)  # an unknown fault is a usage error naming the catalogue
+    con.print(chosen.line, markup=False)
     with Reporter("doctor", total=len(names)) as rep:  # a bar on a terminal, timed lines in a log
         # shield_exits: a sys.exit() in the pipeline's code is its crash (pipeline.step_failed), not our exit code
         result = run_doctor(ProtocolView(shield_exits(pipe)), families, symptom, seed=seed, budget=budget,
                             progress=lambda what: rep.item(what) if what in names else rep.say(what))
-    ran = (f"families run: {', '.join(result.families)} in {result.seconds:.1f} s"
+    ran = (f"families run: {', '.join(result.families)} in {elapsed():.1f} s"
            + (f"; not available yet: {', '.join(result.unavailable)}" if result.unavailable else ""))
     return emit(
         con,
@@ -53,6 +60,7 @@ def doctor(pipeline: str | None, families: tuple[str, ...], symptom: str | None,
         json_path=json_path,
         fields=dict(
             pipeline=spec,
+            pipeline_source=chosen.source,
             families=result.families,
             unavailable=result.unavailable,
             seconds=round(result.seconds, 2),

@@ -55,7 +55,7 @@ def faults(pipeline: str | None, families: tuple[str, ...], names: tuple[str, ..
            html_path: str | None, debug: bool) -> int:
     """Run the fault catalogue of PIPELINE (default: the reference) through every family of checks."""
     con = console()
-    pipe, spec = resolve_pipeline(pipeline)
+    pipe, spec = resolve_pipeline(pipeline, project=False)  # its own catalogue: never the project configuration
     if "fault_catalogue" not in capabilities(pipe):
         raise UsageError(
             f"{spec or DEFAULT_PIPELINE!r} has no fault_catalogue(); only pipelines with a catalogue can be scored"

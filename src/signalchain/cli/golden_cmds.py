@@ -35,8 +35,6 @@ from ..report import (
     console,
     print_comparison,
     print_trace,
-    render_compare,
-    render_inspect,
 )
 from ..trace import Trace
 from ._common import (
@@ -46,10 +44,25 @@ from ._common import (
     emit,
     guarded,
     hf_options,
-    resolve_pipeline,
+    resolve,
 )
+from ._project import option_or_config, project_config
 
 __all__ = ["capture", "compare", "inspect", "inject_faults", "parse_stage_tolerances"]
+
+
+def render_compare(*args: Any, **kwargs: Any) -> Any:
+    """The compare page, its module (matplotlib, the plots) imported only when --html asks for it."""
+    from ..report import render_compare as render
+
+    return render(*args, **kwargs)
+
+
+def render_inspect(*args: Any, **kwargs: Any) -> Any:
+    """The inspect page, imported only when --html asks for it."""
+    from ..report import render_inspect as render
+
+    return render(*args, **kwargs)
 
 _MAX_SEED = 2**32 - 1  # numpy's seeds stop here
 
@@ -116,22 +129,29 @@ def parse_stage_tolerances(items: Sequence[str], golden: Trace, atol: float) -> 
 
 @click.command()
 @click.argument("pipeline", required=False)
-@click.option("--out", "out", required=True, metavar="DIR",
-              help="Golden batch folder to write: a missing or empty folder, or an existing golden.")
+@click.option("--out", "out", default=None, metavar="DIR",
+              help="Golden batch folder to write: a missing or empty folder, or an existing golden "
+                   "(default: the project configuration's out).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @fault_option
 @hf_options
 @common_options()
 @guarded
-def capture(pipeline: str | None, out: str, seed: int, faults: tuple[str, ...], hf_musicgen: str | None,
+def capture(pipeline: str | None, out: str | None, seed: int, faults: tuple[str, ...], hf_musicgen: str | None,
             data: tuple[str, ...], hf_set: tuple[str, ...], json_path: str | None, html_path: str | None,
             debug: bool) -> int:
-    """Record the golden batch of PIPELINE (default: the reference pipeline) with full values."""
+    """Record the golden batch of PIPELINE (default: the project configuration's, else the reference
+    pipeline) with full values."""
     con = console()
+    out, seed = option_or_config("out", out), option_or_config("seed", seed)
+    if not out:
+        raise UsageError("capture needs --out DIR (or out = \"DIR\" under [tool.signalchain] in pyproject.toml)")
     _check_seed(seed)
     check_target(out)  # before the run: refuse to overwrite what is not a golden
-    pipe, spec = resolve_pipeline(pipeline, (), hf_musicgen, data, hf_set)
-    pipe = inject_faults(pipe, spec, faults)
+    chosen = resolve(pipeline, (), hf_musicgen, data, hf_set)
+    assert chosen is not None
+    pipe, spec = inject_faults(chosen.pipeline, chosen.spec, faults), chosen.spec
+    con.print(chosen.line, markup=False)
     with con.status(f"capturing the golden batch of {pipe.name} (seed {seed})…"):
         run = run_golden(pipe, seed)
         prov = collect_provenance(pipe, spec=spec, seed=seed, faults=list(faults))
@@ -139,21 +159,27 @@ def capture(pipeline: str | None, out: str, seed: int, faults: tuple[str, ...], 
     print_trace(run.trace, con, title=f"Golden batch of {pipe.name} → {path}")
     findings = list(run.trace.problems)
     code = emit(con, findings, title="Findings" if findings else None, json_path=json_path,
-                fields=dict(golden=str(path), stages=run.trace.to_dict()["stages"]), html_path=html_path,
+                fields=dict(golden=str(path), pipeline=chosen.record, stages=run.trace.to_dict()["stages"]),
+                html_path=html_path,
                 page=lambda: render_inspect(load_golden(path)), rendering="rendering HTML…")
     con.print(f"[green]saved[/green] {len(run.trace)} stages to {path}")
     return code
 
 
-def _rerun(g: Golden, pipeline: str | None, faults: tuple[str, ...], con: Console) -> tuple[Trace, str, dict[str, Any]]:
-    """Re-run the chosen pipeline on the golden batch; say which one ran and why that one."""
-    if pipeline:
-        source = "--pipeline"
-        pipe, spec = resolve_pipeline(pipeline, ())
+def _rerun(g: Golden, pipeline: str | None, faults: tuple[str, ...], con: Console,
+           hf: tuple[str | None, tuple[str, ...], tuple[str, ...]] = (None, (), ())
+           ) -> tuple[Trace, str, dict[str, Any]]:
+    """Re-run the chosen pipeline on the golden batch (--pipeline or --hf-musicgen, else the project
+    configuration's, else the manifest's when it is an importable module); say which one and why."""
+    chosen = resolve(pipeline, (), *hf, default=False)
+    if chosen is not None:
+        pipe, spec, shown = chosen.pipeline, chosen.spec, chosen.shown
+        source = chosen.source if chosen.source != "the command line" else (
+            "--pipeline" if pipeline else "--hf-musicgen")
     else:
         source = "the golden's manifest"
         spec = manifest_pipeline_spec(g.provenance.get("pipeline_spec"), g.path, DEFAULT_PIPELINE, BUILTIN_PIPELINES)
-        pipe = load_manifest_pipeline(spec)
+        pipe, shown = load_manifest_pipeline(spec), spec
     pipe = inject_faults(pipe, spec, faults)
     seed = int(g.provenance.get("seed") or 0)
     captured = list(g.provenance.get("faults") or [])
@@ -162,7 +188,7 @@ def _rerun(g: Golden, pipeline: str | None, faults: tuple[str, ...], con: Consol
             f"[yellow]note[/yellow]: the golden was captured with faults {captured}; "
             f"this run uses {list(faults) or 'none'}"
         )
-    con.print(f"re-running pipeline {spec} (from {source}) on the golden batch, seed {seed}")
+    con.print(f"re-running pipeline {shown} (from {source}) on the golden batch, seed {seed}", markup=False)
     with con.status(f"re-running {pipe.name} on the golden batch (seed {seed})…"):
         trace = run_golden(pipe, seed).trace
     label = f"{pipe.name} now" + (f" with faults {', '.join(faults)}" if faults else "")
@@ -173,16 +199,18 @@ def _rerun(g: Golden, pipeline: str | None, faults: tuple[str, ...], con: Consol
 @click.argument("golden")
 @click.argument("golden2", required=False)
 @click.option("--pipeline", "pipeline", default=None,
-              help="Pipeline to re-run (default: the golden's, when it names an importable module).")
+              help="Pipeline to re-run (default: the project configuration's, else the golden's when it names an "
+                   "importable module).")
 @click.option("--rtol", type=float, default=1e-5, show_default=True, help="Relative tolerance for floats.")
 @click.option("--atol", type=float, default=1e-6, show_default=True, help="Absolute tolerance for floats.")
 @click.option("--tol", "tols", multiple=True, metavar="STAGE=RTOL[,ATOL]", help="Per-stage tolerance; repeatable.")
 @fault_option
+@hf_options
 @common_options()
 @guarded
 def compare(golden: str, golden2: str | None, pipeline: str | None, rtol: float, atol: float,
-            tols: tuple[str, ...], faults: tuple[str, ...], json_path: str | None, html_path: str | None,
-            debug: bool) -> int:
+            tols: tuple[str, ...], faults: tuple[str, ...], hf_musicgen: str | None, data: tuple[str, ...],
+            hf_set: tuple[str, ...], json_path: str | None, html_path: str | None, debug: bool) -> int:
     """Compare GOLDEN with GOLDEN2, or with a fresh run of the pipeline as the code is now.
 
     Exit 1 when they diverge; the first divergent stage is printed with the numbers that differ.
@@ -190,8 +218,14 @@ def compare(golden: str, golden2: str | None, pipeline: str | None, rtol: float,
     con = console()
     _finite_tolerance("--rtol", str(rtol), rtol)
     _finite_tolerance("--atol", str(atol), atol)
-    if golden2 and (pipeline or faults):
-        raise UsageError("give either a second golden or --pipeline/--fault, not both")
+    if golden2 and (pipeline or faults or hf_musicgen or data or hf_set):
+        raise UsageError("give either a second golden or a pipeline to re-run (--pipeline, --hf-musicgen, --fault), "
+                         "not both")
+    cfg = project_config() if not golden2 else None  # a bad configuration is named before anything else
+    if (data or hf_set) and hf_musicgen is None and (cfg is None or cfg.hf_musicgen is None):
+        raise UsageError("--data and --hf-set go with --hf-musicgen MODEL_DIR")
+    if hf_musicgen is not None and not data:
+        raise UsageError("--hf-musicgen needs --data: an audiofolder, an AudioCraft manifest or a folder of audio")
     g = load_golden(golden)
     per_stage = parse_stage_tolerances(tols, g.trace, atol)
     ran: dict[str, Any] = {}
@@ -199,7 +233,7 @@ def compare(golden: str, golden2: str | None, pipeline: str | None, rtol: float,
         new_trace, label = load_golden(golden2).trace, str(golden2)
     else:
         try:
-            new_trace, label, ran = _rerun(g, pipeline, faults, con)
+            new_trace, label, ran = _rerun(g, pipeline, faults, con, (hf_musicgen, data, hf_set))
         except SystemExit as exc:  # a pipeline that exits must not pass for a clean comparison
             raise PipelineError(f"the pipeline exited (SystemExit {exc.code!r}) instead of running; "
                                 "no comparison was made") from None

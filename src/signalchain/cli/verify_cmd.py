@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import click
@@ -17,7 +16,9 @@ from ..pipeline import ProtocolView
 from ..report import console
 from ..report.progress import Reporter
 from ..report.verify_page import render_verify, verify_json, verify_lines, verify_table
-from ._common import common_options, emit, guarded, resolve_pipeline, shield_exits
+from ._clock import elapsed
+from ._common import common_options, emit, guarded, hf_options, resolve, shield_exits
+from ._project import option_or_config, project_config
 from .golden_cmds import inject_faults as with_faults
 
 __all__ = ["verify", "INCONCLUSIVE_EXIT"]
@@ -28,10 +29,26 @@ _MAX_SEEDS = 50
 INCONCLUSIVE_EXIT = 3
 
 
+def _configured_spec(repo: str | None) -> str | None:
+    """The project configuration's pipeline, as the commit's worktree names it (a file inside the repository
+    relative to its top); None without one. A saved HF MusicGen is not code a commit changes: refused."""
+    cfg = project_config()
+    if cfg is None or not cfg.has_pipeline:
+        return None
+    if cfg.pipeline_spec is None:
+        raise UsageError(f"{cfg.where} names a saved HF MusicGen (hf_musicgen), which no commit changes: verify "
+                         "commits with --before SPEC naming your repository's pipeline, or checkpoints with "
+                         "--before-checkpoint/--after-checkpoint")
+    from ..experiments.bisect._git import repo_root
+    from ..experiments.bisect.commits import worker_spec
+
+    return worker_spec(cfg.pipeline_spec, repo_root(repo or "."), "", from_manifest=False)
+
+
 @click.command()
 @click.option("--before", "before_spec", default=None, metavar="SPEC",
-              help="The failing state: a pipeline as doctor's (default: the reference; hf-bed; pkg.mod:attr; "
-                   "path/file.py:attr).")
+              help="The failing state: a pipeline as doctor's (default: the project configuration's, else the "
+                   "reference; hf-bed; pkg.mod:attr; path/file.py:attr).")
 @click.option("--before-fault", "before_faults", multiple=True, metavar="NAME",
               help="Inject a catalogue fault into the failing state (repeatable).")
 @click.option("--after", "after_spec", default=None, metavar="SPEC",
@@ -55,13 +72,15 @@ INCONCLUSIVE_EXIT = 3
 @click.option("--seeds", type=int, default=3, show_default=True, help="Run seeds 0..N-1.")
 @click.option("--budget", type=click.Choice(list(BUDGETS)), default="economy", show_default=True,
               help="How many steps the experiments may take (as doctor's).")
+@hf_options
 @common_options()
 @guarded
 def verify(before_spec: str | None, before_faults: tuple[str, ...], after_spec: str | None,
            after_faults: tuple[str, ...], repo: str | None, before_rev: str | None, after_rev: str | None,
            before_checkpoint: str | None, after_checkpoint: str | None, symptom: str | None,
-           families: tuple[str, ...], control: tuple[str, ...], seeds: int, budget: str, json_path: str | None,
-           html_path: str | None, debug: bool) -> int:
+           families: tuple[str, ...], control: tuple[str, ...], seeds: int, budget: str, hf_musicgen: str | None,
+           data: tuple[str, ...], hf_set: tuple[str, ...], json_path: str | None, html_path: str | None,
+           debug: bool) -> int:
     """Confirm that a fix solved the right problem: run the --symptom's families (or --family) on the failing
     state (--before, --before-fault) and the fixed one (--after, --after-fault) over --seeds seeds, and test that
     (1) every error of the failing state is gone and the symptom's measure improved, (2) the control families
@@ -79,34 +98,41 @@ def verify(before_spec: str | None, before_faults: tuple[str, ...], after_spec: 
         select_families(controls)
     if repo is not None and not (before_rev or after_rev):
         raise UsageError("--repo goes with --before-rev/--after-rev (the commits to verify)")
+    if hf_musicgen is not None and (before_spec or after_spec or before_rev or after_rev):
+        raise UsageError("--hf-musicgen names the pipeline of both states (with --before-checkpoint/"
+                         "--after-checkpoint): give it or --before/--after/--before-rev/--after-rev, not both")
+    budget = option_or_config("budget", budget)
     after_spec = after_spec or before_spec  # the same code, without the fault, at another commit or checkpoint
-    sides = []
+    sides, chosen = [], {}
     for side, spec, faults, rev, ckpt in (("before", before_spec, before_faults, before_rev, before_checkpoint),
                                           ("after", after_spec, after_faults, after_rev, after_checkpoint)):
         if rev is not None:
             if faults or ckpt:
                 raise UsageError(f"--{side}-rev runs the commit's own code: --{side}-fault and --{side}-checkpoint "
                                  "go with a pipeline state, not a commit")
-            spec = spec or before_spec or after_spec
+            spec = spec or before_spec or after_spec or _configured_spec(repo)
             if not spec:
                 raise UsageError(f"--{side}-rev needs the pipeline to run at that commit: --{side} SPEC "
-                                 "(e.g. path/in/repo.py:attr)")
+                                 "(e.g. path/in/repo.py:attr), or pipeline = \"path/in/repo.py:attr\" under "
+                                 "[tool.signalchain] in pyproject.toml")
             sides.append(CommitState(repo or ".", rev, spec, f"--{side}-rev", budget))
             continue
-        pipe, name = resolve_pipeline(spec)
-        pipe = with_faults(pipe, name, faults)  # an unknown fault is a usage error, named now
+        r = resolve(spec, (), *((hf_musicgen, data, hf_set) if spec is None else (None, (), ())))
+        assert r is not None
+        con.print(f"{side}: {r.line}", markup=False)
+        chosen[side] = r.record
+        pipe, name = with_faults(r.pipeline, r.spec, faults), r.spec  # an unknown fault is a usage error, named now
         name += "".join(f" +{f}" for f in faults)
         if ckpt is not None:
             pipe = CheckpointPipeline(pipe, checkpoint_file(ckpt, f"--{side}-checkpoint"))
             name += f" @{Path(ckpt).name}"
         sides.append((ProtocolView(shield_exits(pipe)), name))
-    t0 = time.perf_counter()
     with Reporter("verify") as rep:  # a bar on a terminal, timed lines in a log
         before, after = (s if isinstance(s, CommitState) else PipelineState(s[0], s[1], budget, progress=rep.say)
                          for s in sides)
         m = run_verify(before, after, symptom=symptom, families=families, control=controls,
                        seeds=range(seeds), budget=budget, progress=rep.say)
-    seconds = time.perf_counter() - t0
+    seconds = elapsed()  # wall time from the command's start (loading both states included)
     findings = judge_verify(m)
     v = verdict_of(m)
     # inconclusive is neither a pass (0 would let `verify && merge` through on absent evidence) nor an error
@@ -114,5 +140,6 @@ def verify(before_spec: str | None, before_faults: tuple[str, ...], after_spec: 
     code = INCONCLUSIVE_EXIT if v.verdict == "inconclusive" else None
     return emit(con, findings, title=f"verify · {v.verdict}", show=[verify_table(m, v), *verify_lines(m, v),
                                                                    f"{seconds:.1f} s"],
-                json_path=json_path, fields=dict(verify=verify_json(m, v), seconds=round(seconds, 2)),
+                json_path=json_path,
+                fields=dict(verify=verify_json(m, v), pipelines=chosen, seconds=round(seconds, 2)),
                 html_path=html_path, page=lambda: render_verify(findings, m, v, seconds), code=code)

@@ -154,7 +154,11 @@ def _read_regular(fd: int, path: Path, limit: int | None) -> bytes:
 
 
 def refuse_code(path: Path, head: bytes) -> None:
-    """Pickles and torch archives are refused by their first bytes, before anything parses them."""
+    """Pickles and torch archives are refused by their first bytes, before anything parses them. A
+    safetensors file starts with its header's length (8 bytes, little-endian) and then the header's `{`:
+    a length of 0x280, 0x380, … begins like a pickle, so `head` holds 9 bytes to tell them apart."""
+    if head[8:9] == b"{":  # a safetensors header (or a manifest's JSON): parsed, never unpickled
+        return
     if head[:2] in _PICKLE_MAGIC or head[:4] == _ZIP_MAGIC:
         raise GoldenFileError(f"{path}: holds a pickle (or a torch.save archive); signalchain never unpickles - "
                               "a golden holds JSON, safetensors and WAV only")

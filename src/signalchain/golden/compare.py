@@ -50,6 +50,9 @@ class StageDiff:
 
 @dataclass
 class Comparison:
+    """Two traces compared stage by stage (`compare_traces`): `identical`, the `first_divergence` and the
+    stages that differ after it (`downstream`); `str()` says it in a few lines, `to_dict()` is the JSON."""
+
     stages: list[StageDiff]
 
     @property
@@ -73,6 +76,12 @@ class Comparison:
             elif seen and not s.equal:
                 out.append(s.stage)
         return out
+
+    def __str__(self) -> str:
+        """'identical: …', or the first divergent stage with its numbers, then the stages after it."""
+        from .describe import describe_comparison  # describe.py reads this module
+
+        return describe_comparison(self)
 
     def to_dict(self) -> dict[str, Any]:
         first = self.first_divergence

@@ -189,7 +189,7 @@ def _read_files(d: GoldenDir, files: dict[str, str]) -> dict[str, bytes]:
     for rel in sorted(files):
         fpath = d.path / rel
         data = d.read(rel, _MISSING)
-        refuse_code(fpath, data[:4])
+        refuse_code(fpath, data[:9])
         actual = _sha256(data)
         if actual != files[rel]:
             raise GoldenFileError(f"{fpath}: sha256 {actual[:12]}… does not match the manifest's {files[rel][:12]}…: "
@@ -226,7 +226,7 @@ def _load(d: GoldenDir) -> Golden:
     d.refuse_links()
     mpath = folder / MANIFEST
     raw = d.read(MANIFEST, "missing; a golden batch folder holds manifest.json, values.safetensors and audio/")
-    refuse_code(mpath, raw[:4])
+    refuse_code(mpath, raw[:9])
     obj = parse_manifest(raw, mpath)
     manifest = validate_manifest(obj, mpath)
     check_manifest(manifest, mpath)

@@ -33,7 +33,6 @@ from typing import Any
 
 import torch
 
-from ..checks.base import make
 from ..findings import Finding
 from ..monitor import Monitor
 from ..probes.forward_tap import ForwardTap
@@ -41,7 +40,7 @@ from ._first_step import save_first_step
 from ._first_step_judges import FirstStepJudging
 from ._guard import StepGuard
 from ._instability import LiveStability
-from ._reporting import CHECK, Reporting
+from ._reporting import Reporting
 from ._scalars import StepScalars
 from ._tensorboard import TensorBoardSink
 from ._watching import Watching
@@ -266,13 +265,9 @@ class LiveSession(Reporting, StepScalars, Watching, FirstStepJudging, LiveStabil
         ok = self.monitor.check(judged, grad_norm)
         history = self.monitor.history
         norm = history["grad_norm"][-1] if history["grad_norm"] else math.nan
-        if not ok and self.skip_nonfinite and self._guard is not None:
-            if self.world > 1 and math.isfinite(norm):
-                self._kept_update(step, norm)
-                ok = True  # the update goes ahead on every rank
-            else:
-                self._guard.skip_next = True
-                self.skipped_steps += 1
+        if not ok and self.skip_nonfinite and self._guard is not None:  # under DDP the Monitor says False only
+            self._guard.skip_next = True                                # for a verdict every rank shares
+            self.skipped_steps += 1
         if history["loss"]:
             self.scalar("loss", history["loss"][-1], step)
         # after the trainer clipped, the norm seen here is the unclipped one only if clipping did nothing
@@ -281,18 +276,6 @@ class LiveSession(Reporting, StepScalars, Watching, FirstStepJudging, LiveStabil
             self.unclipped_at = step
         self._judged_loss = judged
         return ok
-
-    def _kept_update(self, step: int, norm: float) -> None:
-        """Only this rank's loss is non-finite; the gradient every rank applies (all-reduced) is finite.
-        Withholding the update here alone would make the replicas differ, so it is applied, and said once."""
-        if ("update_kept", "") in self._said:
-            return
-        self._said.add(("update_kept", ""))
-        self._add(make("optim.update_kept", "info", "optimizer",
-                       f"step {step}: this rank's loss is not finite but the all-reduced gradient every rank applies "
-                       f"is (norm {norm:.4g}), so the update was applied: withholding it on rank {self.rank} alone "
-                       "would make the replicas differ", CHECK, hint="fix the non-finite loss named beside this",
-                       step=step, rank=self.rank, grad_norm=norm))
 
     def _save_golden(self, step: int, loss: Any) -> None:
         if self.out_dir is None or self.rank != 0:

@@ -8,9 +8,31 @@ from ..checks.base import make
 from ..findings import Finding
 from ._reading import LossReading
 
-__all__ = ["unjudged", "unlocated", "unwritten"]
+__all__ = ["replica_rank", "unjudged", "unlocated", "unwritten", "update_kept"]
 
 CHECK = "monitor"
+
+
+def replica_rank() -> int | None:
+    """This process's rank when it is one of several replicas (torch.distributed initialised, world > 1)."""
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            return int(dist.get_rank())
+    except Exception:  # a process group in a state it cannot answer from: judged as a single process
+        pass
+    return None
+
+
+def update_kept(step: int, norm: float, rank: int) -> Finding:
+    """Only this rank's loss is non-finite; the gradient every rank applies (all-reduced) is finite.
+    Withholding the update here alone would make the replicas differ, so it goes ahead, said once."""
+    return make("optim.update_kept", "info", "optimizer",
+                f"step {step}: this rank's loss is not finite but the all-reduced gradient every rank applies "
+                f"is (norm {norm:.4g}), so the update was applied: withholding it on rank {rank} alone "
+                "would make the replicas differ", CHECK, hint="fix the non-finite loss named beside this",
+                step=step, rank=rank, grad_norm=norm)
 
 
 def unjudged(step: int, reason: str, norm: float, weights: list[str]) -> Finding:

@@ -43,7 +43,6 @@ from typing import Any
 
 import torch
 
-from ..checks.base import make
 from ..checks.numerics import judge_locate
 from ..errors import SignalchainError
 from ..experiments.numerics.state import Snapshot, scan_state
@@ -51,15 +50,15 @@ from ..experiments.optimisation._train import norm_of
 from ..findings import Finding, Severity, check_failed
 from ..probes.step_calls import StepCalls
 from ..records.numerics import LocateMeasurement
-from ._findings import unjudged, unlocated, unwritten
+from ._findings import replica_rank, unjudged, unlocated, unwritten, update_kept
 from ._reading import LossReading, nonfinite_names, read_loss, safely, scaler_guards, visible
 from ._replay import replay_step, stateful
+from ._update import UpdateJudges
 
 __all__ = ["Monitor", "NonFiniteError"]
 
 log = logging.getLogger("signalchain")
 CHECK = "monitor"
-SKIP_WINDOW = 8  # steps before a skip rate is judged (a GradScaler skips a few while its scale settles)
 RATIO_EVERY = 20  # steps between update-ratio measurements (a parameter copy each)
 PARAMS_EVERY = 100  # steps between re-listing the model's parameters (a model may gain some: rare)
 RATIO_ELEMENTS = 1 << 22  # at most this many parameter values copied per measurement
@@ -69,7 +68,7 @@ class NonFiniteError(SignalchainError):
     """A monitored step went non-finite and the monitor is strict."""
 
 
-class Monitor:
+class Monitor(UpdateJudges):
     """Watch a training loop for non-finite losses, gradients and weights; locate the first bad op.
 
     model, optimizer: what the loop trains. scaler: its GradScaler, if any (skipped steps are counted,
@@ -96,6 +95,7 @@ class Monitor:
         self.findings: list[Finding] = []
         self.steps = 0
         self.fired: list[int] = []  # steps whose check failed
+        self.kept: list[int] = []  # of those, steps whose update went ahead: one rank's loss only, under DDP
         self.unjudged: list[int] = []  # steps the monitor could not fully judge (the findings say why)
         self.skipped = 0  # steps the scaler skipped
         self.reports: list[LocateMeasurement] = []
@@ -135,7 +135,12 @@ class Monitor:
 
     def check(self, loss: Any, grad_norm: Any = None) -> bool:
         """Call after backward and before `optimizer.step`. True when the loss (every element of it)
-        and the gradients are finite; False means: skip this update. Never raises unless strict."""
+        and the gradients are finite; False means: skip this update. Never raises unless strict.
+
+        Under data parallelism (torch.distributed initialised, world > 1) a loss that is non-finite on
+        this rank only, while the all-reduced gradient every rank applies is finite, is located and
+        reported but returns True (`optim.update_kept`, `kept`): withholding the update on one rank
+        alone would make the replicas differ."""
         self._history_at = len(self.history["loss"])
         try:
             return self._check(loss, grad_norm)
@@ -205,19 +210,6 @@ class Monitor:
             self._rng = Snapshot.take(self.model, opt, None, weights=self.snapshot, rng=self.rng)
             self._state = self._rng if self.snapshot else None
 
-    def _read_scale(self) -> None:
-        self._scale = float(self.scaler.get_scale())
-
-    def _copy_params(self) -> None:
-        """The values of the trainable parameters before the update, up to `ratio_elements` of them."""
-        kept, n = [], 0
-        with torch.no_grad():
-            for q in self.model.parameters():
-                if q.requires_grad and n + q.numel() <= self.ratio_elements:
-                    kept.append((q, q.detach().clone()))
-                    n += q.numel()
-        self._before = kept
-
     def _end(self) -> None:
         self.steps += 1
         if self.scaler is not None and self._scale is not None:
@@ -227,49 +219,6 @@ class Monitor:
         self._before = None
         if self.scan_every and self.steps % self.scan_every == 0:
             self._guard(self._scan)
-
-    def _judge_scale(self) -> None:
-        scale = float(self.scaler.get_scale())
-        self.history["scale"].append(scale)
-        if scale < self._scale:
-            self.skipped += 1
-            self._updated = False
-            self._judge_skips(scale)
-        self._scale = scale  # the next step starts from it: one device read per step
-
-    def _judge_update(self, before: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
-        """Relative size of this step's update; a step that should have updated but changed nothing."""
-        with torch.no_grad():
-            now = [q.detach() for q, _ in before]
-            delta = torch._foreach_sub(now, [old for _, old in before])
-            moved = norm_of(delta)
-            size = norm_of([old for _, old in before])
-        ratio = moved / size if size > 0 else float("nan")
-        self.history["update_ratio"].append(ratio)
-        self.history["ratio_steps"].append(float(self.steps))
-        grad = self.history["grad_norm"][-1] if self._checked and self.history["grad_norm"] else None
-        if (moved == 0.0 and self._updated and self._stepped and grad is not None and grad > 0
-                and not any(f.id == "optim.step_skipped" for f in self.findings)):
-            self._add(make("optim.step_skipped", "warning", "optimizer", f"step {self.steps}: optimizer.step() "
-                           f"changed none of {len(before)} parameters although the gradient norm was {grad:.3g}",
-                           CHECK, hint="the step ran without effect: zero_grad (or set_to_none) between backward "
-                                       "and step, a learning rate of 0, parameters missing from its groups",
-                           step=self.steps, grad_norm=grad, parameters=len(before)))
-
-    def _judge_skips(self, scale: float) -> None:
-        """Skipping most steps, or a scale below 1: the run trains on nothing (said once each)."""
-        said = {f.id for f in self.findings}
-        if "amp.steps_skipped" not in said and self.steps >= SKIP_WINDOW and self.skipped / self.steps >= 0.5:
-            self._add(make("amp.steps_skipped", "error", "optimizer", f"the gradient scaler skipped {self.skipped} of "
-                           f"{self.steps} steps; the scale is now {scale:g}", CHECK,
-                           hint="run `signalchain doctor --family precision` on the pipeline: it names the op that "
-                                "overflows and whether the gradients are finite at scale 1",
-                           skipped=self.skipped, steps=self.steps, scale=scale))
-        if "amp.scale_collapse" not in said and scale < 1.0:
-            self._add(make("amp.scale_collapse", "error", "optimizer", f"the loss scale fell to {scale:g} after "
-                           f"{self.skipped} skipped steps of {self.steps}: the gradients are non-finite at any scale",
-                           CHECK, hint="find the op that makes the gradient NaN: Monitor(replay=...) locates it",
-                           skipped=self.skipped, steps=self.steps, scale=scale))
 
     # ---- the verdict ------------------------------------------------------------------------------
 
@@ -296,7 +245,17 @@ class Monitor:
         grads_ok = math.isfinite(norm) or scaler_guards(self.scaler)
         if reading.finite is not False and grads_ok and not weights:
             return True
-        return self._fire(reading, norm, weights)
+        ok = self._fire(reading, norm, weights)
+        if not ok and reading.finite is False and math.isfinite(norm) and not weights:
+            rank = replica_rank()  # under data parallelism only a verdict every rank shares withholds the update
+            if rank is not None:
+                self.kept.append(self.steps)
+                self._updated = True
+                if "update_kept" not in self._located:
+                    self._located.add("update_kept")
+                    self._add(update_kept(self.steps, norm, rank))
+                return True
+        return ok
 
     def _cannot_judge(self, reason: str, norm: float, weights: list[str]) -> None:
         self.unjudged.append(self.steps)
@@ -409,6 +368,6 @@ class Monitor:
     def summary(self) -> dict[str, Any]:
         """steps seen; fired: the steps `check` answered False (the loop was told to withhold their
         update); skipped: updates that did not happen, those withheld plus the scaler's own skips."""
-        return {"steps": self.steps, "fired": self.fired, "skipped": len(self.fired) + self.skipped,
+        return {"steps": self.steps, "fired": self.fired, "skipped": len(self.fired) - len(self.kept) + self.skipped,
                 "scaler_skipped": self.skipped, "errors": sum(1 for f in self.findings if f.severity == Severity.ERROR)}
 

@@ -93,7 +93,8 @@ class Probe:
         names: dict[int, str] = {}
         for root in roots:
             if isinstance(root, torch.nn.Module):
-                names.update({id(m): n for n, m in root.named_modules()})
+                # the root's own forward (its name is "") goes by its class: it is inside a module
+                names.update({id(m): n or type(m).__name__ for n, m in root.named_modules()})
         stack = self.modules
 
         def pre(module: torch.nn.Module, args: Any) -> None:

@@ -11,11 +11,18 @@ from .._units import plural
 from ..findings import Finding
 from ..records.output import FileMeasurement
 from .html import HtmlReport, audio_player, esc, findings_table, image_tag, table
-from .plots import audio_figure
 
 __all__ = ["render_listen", "file_row"]
 
 MAX_PLAYERS = 200  # beyond this many files the page keeps the numbers and drops the media
+
+
+def audio_figure(audio: np.ndarray, sample_rate: int | None, title: str = "") -> bytes:
+    """`plots.audio_figure`, imported on first use: matplotlib loads for the page only, never for the
+    terminal table (`file_row`, `HEADERS`) that `signalchain listen` prints."""
+    from .plots import audio_figure as draw
+
+    return draw(audio, sample_rate, title)
 
 
 def _db(x: Any) -> str:

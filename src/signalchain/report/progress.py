@@ -21,8 +21,6 @@ from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
-from rich.console import Console
-
 __all__ = ["Reporter", "set_quiet", "is_quiet", "HEARTBEAT_S", "BATCH_EVERY_S", "GRACE_S"]
 
 HEARTBEAT_S = 10.0  # the longest a plain log stays silent
@@ -69,6 +67,8 @@ class Reporter:
         self._pending: list[str] = []
         self._stream = stream
         if mode is None:
+            from rich.console import Console  # here, not at import: `--quiet` is read by every command's --help
+
             probe = Console(stderr=True) if stream is None else Console(file=stream)
             mode = "off" if _QUIET else ("bar" if probe.is_terminal and not _in_ci() else "lines")
         self.mode = mode
@@ -86,6 +86,7 @@ class Reporter:
     def __enter__(self) -> Reporter:
         self._t0 = self._last = time.monotonic()
         if self.mode == "bar":
+            from rich.console import Console
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -11,9 +12,11 @@ from rich.table import Table
 from rich.text import Text
 
 from ..findings import Finding, sort_findings
-from ..golden.compare import Comparison
-from ..trace import Trace
 from .describe import describe_diff, describe_record
+
+if TYPE_CHECKING:  # annotations only: the terminal needs neither numpy nor the golden package to print
+    from ..golden.compare import Comparison
+    from ..trace import Trace
 
 __all__ = ["console", "human_to_stderr", "print_findings", "collapse_hints", "keep_words", "print_trace",
            "print_comparison"]

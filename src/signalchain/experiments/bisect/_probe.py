@@ -42,11 +42,29 @@ class Loaded:
     notes: list[str]
 
 
+def _with_tied(model: torch.nn.Module, cand: dict[str, Any]) -> dict[str, Any]:
+    """`cand` with the tied weights it leaves out (one tensor under several names, e.g. T5's shared and
+    encoder embeddings: safetensors and `save_pretrained` keep one name) filled from a name it holds."""
+    names: dict[tuple[int, tuple[int, ...]], list[str]] = {}
+    for k, v in model.state_dict().items():
+        if v.numel():
+            names.setdefault((v.data_ptr(), tuple(v.shape)), []).append(k)
+    out = dict(cand)
+    for group in names.values():
+        held = [k for k in group if k in cand]
+        for k in group:
+            if held and k not in out:
+                out[k] = cand[held[0]]
+    return out
+
+
 def _fit(model: torch.nn.Module, state: dict[str, Any], name: str) -> None:
     """Load `state` into `model`, stripping one wrapper prefix (Lightning's `model.`, DDP's `module.`)."""
     want = set(model.state_dict())
     for prefix in _PREFIXES:
         cand = {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+        if set(cand) != want and set(cand) <= want:
+            cand = _with_tied(model, cand)
         if set(cand) == want:
             try:
                 model.load_state_dict(cand, strict=True)

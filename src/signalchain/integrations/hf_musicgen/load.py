@@ -40,6 +40,7 @@ def parse_settings(items: Sequence[str]) -> dict[str, Any]:
 
 
 def _tokenizer(folder: Path) -> Any:
+    """The processor's tokenizer saved in `folder`, else its tokenizer."""
     from transformers import AutoProcessor, AutoTokenizer
 
     try:
@@ -55,14 +56,21 @@ def _tokenizer(folder: Path) -> Any:
 
 
 def from_pretrained_dir(model_dir: str | Path, data: str | Path | Sequence[str | Path],
-                        settings: Mapping[str, Any] | None = None) -> HFMusicgenPipeline:
+                        settings: Mapping[str, Any] | None = None, *, option: str | None = "--hf-musicgen"
+                        ) -> HFMusicgenPipeline:
+    """`HFMusicgenPipeline.from_pretrained`: the model folder's processor or tokenizer found (unless
+    `settings` gives one); problems named after `option` (the CLI's) or the folder (Python's)."""
     folder = Path(model_dir)
+    what = f"{option} {str(folder)!r}" if option else str(folder)
     if not (folder / "config.json").is_file():
-        raise UsageError(f"--hf-musicgen {str(folder)!r}: no config.json there; give a folder written by "
+        raise UsageError(f"{what}: no config.json there; give a folder written by "
                          "MusicgenForConditionalGeneration.save_pretrained")
     try:
         import transformers  # noqa: F401
     except ImportError:
-        raise UsageError("--hf-musicgen needs transformers: pip install 'signalchain[hf]'") from None
-    return HFMusicgenPipeline(folder, tokenizer=_tokenizer(folder), data=data, name=f"hf-musicgen:{folder.name}",
-                              **dict(settings or {}))
+        raise UsageError(f"{option or 'HFMusicgenPipeline.from_pretrained'} needs transformers: "
+                         "pip install 'signalchain[hf]'") from None
+    kw = {"name": f"hf-musicgen:{folder.name}", **dict(settings or {})}
+    if kw.get("tokenizer") is None and kw.get("processor") is None:
+        kw["tokenizer"] = _tokenizer(folder)
+    return HFMusicgenPipeline(folder, data=data, **kw)

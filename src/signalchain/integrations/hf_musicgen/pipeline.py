@@ -6,7 +6,8 @@ decoder inputs made by the model from the labels (shifted behind the start token
 model computes itself, classifier-free caption dropout, and `guidance_scale` at generation only.
 Every boundary is tapped with the DESIGN §2 names, in HF's own layouts (logits `[B*K, T', V]`).
 
-    pipe = HFMusicgenPipeline(model_or_factory_or_dir, tokenizer=tok, data="data/train")
+    pipe = HFMusicgenPipeline.from_pretrained("MODEL_DIR", data="data/train")   # a save_pretrained folder
+    pipe = HFMusicgenPipeline(model_or_factory_or_config, tokenizer=tok, data="data/train")
     signalchain doctor --hf-musicgen MODEL_DIR --data DATA
 """
 
@@ -62,7 +63,9 @@ class HFMusicgenPipeline(HFGeneration):
         self.processor = processor
         self.tokenizer = tokenizer if tokenizer is not None else getattr(processor, "tokenizer", processor)
         if self.tokenizer is None:
-            raise ValueError("HFMusicgenPipeline needs a tokenizer or a processor for the captions")
+            raise ValueError("HFMusicgenPipeline needs a tokenizer or a processor for the captions; for a "
+                             "save_pretrained folder, HFMusicgenPipeline.from_pretrained(folder, data=...) finds the "
+                             "processor or tokenizer saved beside the model")
         self.batch_size, self.lr, self.text_lr_scale = batch_size, lr, text_lr_scale
         self.weight_decay, self.betas, self.clip_grad = weight_decay, tuple(betas), clip_grad
         self.cond_dropout, self.guidance_scale = cond_dropout, guidance_scale
@@ -87,6 +90,14 @@ class HFMusicgenPipeline(HFGeneration):
         self._last_model: Any = None
         self._last_scaler: Any = None
         del probe
+
+    @classmethod
+    def from_pretrained(cls, model_dir: str | Path, data: Any, **settings: Any) -> HFMusicgenPipeline:
+        """The pipeline of a `save_pretrained` folder: the model and the processor (or tokenizer) saved beside
+        it, `data` as the constructor takes it, `settings` the constructor's keywords (`lr=1e-4`, …)."""
+        from .load import from_pretrained_dir
+
+        return from_pretrained_dir(model_dir, data, settings, option=None)
 
     # ---- identity and data -------------------------------------------------------------------
 
