@@ -42,7 +42,7 @@ def test_a_module_in_the_working_folder_is_found_as_python_finds_it(tmp_path):
 def test_errors_name_the_problem(tmp_path):
     with pytest.raises(UsageError, match="has no ':attr'"):
         load_pipeline("toy_pipeline")
-    with pytest.raises(PipelineError, match="does not exist"):
+    with pytest.raises(PipelineError, match="no such file or folder"):
         load_pipeline("nowhere/p.py:x")
     with pytest.raises(PipelineError, match="has no attribute 'nope'"):
         load_pipeline(f"{TOY}:nope")

@@ -164,8 +164,11 @@ def validate_pipeline(obj: Any, origin: str = "pipeline") -> Any:
 
 
 def _import_file(path: Path) -> Any:
+    if path.is_dir():
+        raise PipelineError(f"pipeline file {str(path)!r} is a folder, not a Python file; name the file "
+                            "(path/to/file.py:attr) or a module (package.module:attr)")
     if not path.is_file():
-        raise PipelineError(f"pipeline file {str(path)!r} does not exist")
+        raise PipelineError(f"pipeline file {str(path)!r}: no such file or folder")
     mod_name = f"_signalchain_user_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(mod_name, path)
     if spec is None or spec.loader is None:

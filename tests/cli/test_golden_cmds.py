@@ -90,7 +90,7 @@ def test_usage_and_input_errors_exit_2_with_one_line(runner, tmp_path):
     assert res.exit_code == 2
     assert "manifest.json: missing" in res.output and "Traceback" not in res.output
     res = runner.invoke(cli, ["capture", "nope.py:x", "--out", str(tmp_path / "g")])
-    assert res.exit_code == 2 and "does not exist" in res.output
+    assert res.exit_code == 2 and "no such file or folder" in res.output
     res = runner.invoke(cli, ["capture", TOY, "--out", str(tmp_path / "g"), "--fault", "mask_all_padding"])
     assert res.exit_code == 2 and "--fault needs a pipeline with with_faults" in res.output
     res = runner.invoke(cli, ["compare", str(tmp_path), "--tol", "oops"])

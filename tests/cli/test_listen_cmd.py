@@ -72,8 +72,12 @@ def test_listen_clean_files_exit_zero(folder: Path) -> None:
 
 
 def test_listen_expected_subtype_and_missing_paths(folder: Path) -> None:
-    code, text = _run(str(folder / "good.wav"), str(folder / "nowhere.wav"), "--subtype", "FLOAT")
+    (folder / "gone.wav").symlink_to(folder / "nowhere.wav")  # missing inside a folder: a finding, the rest goes on
+    code, text = _run(str(folder), "--subtype", "FLOAT")
     assert code == 1 and "file.missing" in text and "output.subtype" in text
+    code, text = _run(str(folder / "good.wav"), str(folder / "nowhere.wav"))  # named: a usage error, nothing run
+    assert code == 2 and text == f"signalchain: error: {folder / 'nowhere.wav'}: no such file or folder; give audio " \
+        "files (.aif, .aiff, .flac, .mp3, .ogg, .opus, .wav) or folders of them\n"
 
 
 def test_listen_usage_errors(folder: Path, tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -55,16 +55,25 @@ def _seed(seed: int) -> int:
 
 def _load(pipeline: PipelineLike, faults: Iterable[str] = ()) -> tuple[Pipeline, str]:
     """The pipeline to run and the spec that names it (the command line's resolution for a string)."""
-    from ..cli._common import resolve_pipeline
+    pipe, spec, _ = _resolved(pipeline, faults)
+    return pipe, spec
+
+
+def _resolved(pipeline: PipelineLike, faults: Iterable[str] = ()) -> tuple[Pipeline, str, str]:
+    """`_load` and where the pipeline came from: as the command line resolves it (a spec, else the
+    project's [tool.signalchain], else the reference), or "the caller" for an object."""
+    from ..cli._common import resolve
     from ..cli.golden_cmds import inject_faults
 
     if pipeline is None or isinstance(pipeline, str):
-        pipe, spec = resolve_pipeline(pipeline)
+        chosen = resolve(pipeline)
+        assert chosen is not None
+        pipe, spec, source = chosen.pipeline, chosen.spec, chosen.source
     else:
         pipe = validate_pipeline(pipeline, "the pipeline argument")
         # an object is no code anyone could re-run from a golden: a spec that says so, never a module path
-        spec = f"<{type(pipe).__name__} object {getattr(pipe, 'name', '?')!r}>"
-    return inject_faults(pipe, spec, _names(faults, "faults")), spec
+        spec, source = f"<{type(pipe).__name__} object {getattr(pipe, 'name', '?')!r}>", "the caller"
+    return inject_faults(pipe, spec, _names(faults, "faults")), spec, source
 
 
 def doctor(pipeline: PipelineLike = None, *, symptom: str | None = None, families: str | Iterable[str] = (),
@@ -74,7 +83,7 @@ def doctor(pipeline: PipelineLike = None, *, symptom: str | None = None, familie
 
     Args:
         pipeline: a `Pipeline` object, or a spec ("train/debug.py:pipeline", "pkg.mod:attr", "hf-bed");
-            None is the bundled reference pipeline.
+            None is the project's [tool.signalchain] pipeline, else the bundled reference pipeline.
         symptom: what you observe ("flat-loss", "unstable", "nan", "silent", "repetitive",
             "ignores-caption", "too-good-validation", "slow"); selects the families worth running.
         families: a family name or names ("data", "optimisation", …); with `symptom`, both are run.
@@ -99,10 +108,10 @@ def doctor(pipeline: PipelineLike = None, *, symptom: str | None = None, familie
     if isinstance(budget, str) and budget not in BUDGETS:
         raise UsageError(f"unknown budget {budget!r}; allowed: {', '.join(BUDGETS)}")
     _seed(seed)
-    pipe, spec = _load(pipeline, faults)
+    pipe, spec, source = _resolved(pipeline, faults)
     # shield_exits: a sys.exit() in the pipeline's code is its crash (pipeline.step_failed), as on the command line
     result = run_doctor(ProtocolView(shield_exits(pipe)), names, symptom, seed=seed, budget=budget, progress=progress)
-    fields = dict(pipeline=spec, families=result.families, unavailable=result.unavailable,
+    fields = dict(pipeline=spec, pipeline_source=source, families=result.families, unavailable=result.unavailable,
                   seconds=round(result.seconds, 2), timings=result.timings, metrics=strip_audio(result.metrics))
 
     def page() -> Any:
@@ -336,9 +345,9 @@ def capture(pipeline: PipelineLike, out: str | os.PathLike[str], *, seed: int = 
     target = os.fspath(out)
     check_target(target)  # before the run: refuse to overwrite what is not a golden
     fault_names = _names(faults, "faults")
-    pipe, spec = _load(pipeline, fault_names)
+    pipe, spec, source = _resolved(pipeline, fault_names)
     run = run_golden(pipe, seed)
     path = save_golden(target, run.trace, collect_provenance(pipe, spec=spec, seed=seed, faults=fault_names))
-    fields = dict(golden=str(path), stages=run.trace.to_dict()["stages"])
+    fields = dict(golden=str(path), pipeline={"spec": spec, "source": source}, stages=run.trace.to_dict()["stages"])
     return CaptureReport(run.trace, Path(path), name=pipe.name, fields=fields,
                          page=lambda: render_inspect(load_golden(path)))

@@ -23,18 +23,13 @@ __all__ = ["main", "cli", "COMMANDS"]
 
 #: name -> (module under signalchain.cli, attribute, short help: the first sentence of its docstring).
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "capture": ("golden_cmds", "capture",
-                "Record the golden batch of PIPELINE (default: the reference pipeline) with full values."),
+    "capture": ("golden_cmds", "capture", "Record the golden batch of PIPELINE with full values."),
     "compare": ("golden_cmds", "compare",
                 "Compare GOLDEN with GOLDEN2, or with a fresh run of the pipeline as the code is now."),
     "inspect": ("golden_cmds", "inspect",
                 "Show every stage of GOLDEN in pipeline order; --html adds pictures and audio players."),
-    "doctor": ("doctor_cmd", "doctor",
-               "Diagnose PIPELINE (default: the reference pipeline; `hf-bed` for the bundled HF MusicGen bed; or "
-               "--hf-musicgen MODEL_DIR --data DATA for a saved HF MusicGen and a dataset): run the families of "
-               "experiments and checks (audio, data, numerics, optimisation, precision, conditioning, generation, "
-               "output, splits), or those a --symptom selects, and report the earliest stage where something goes "
-               "wrong."),
+    "doctor": ("doctor_cmd", "doctor", "Diagnose PIPELINE: run the families of experiments and checks, and report "
+               "the earliest bad stage."),
     "faults": ("faults_cmd", "faults",
                "Run the fault catalogue of PIPELINE (default: the reference) through every family of checks."),
     "audit": ("audit_cmd", "audit",

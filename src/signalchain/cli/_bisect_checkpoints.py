@@ -8,6 +8,7 @@ Exit 1 when a first bad checkpoint is named, 0 otherwise (flaky, ambiguous, noth
 
 from __future__ import annotations
 
+import glob
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +26,7 @@ from ..report.bisect_page import render_checkpoints
 from ..report.describe import fmt
 from ..report.progress import Reporter
 from ._common import BUILTIN_PIPELINES, DEFAULT_PIPELINE, emit, resolve
+from ._paths import need_path
 from .golden_cmds import parse_stage_tolerances
 
 __all__ = ["run_checkpoints_mode"]
@@ -119,11 +121,13 @@ def run_checkpoints_mode(*, con: Console, golden: str, checkpoints: str, pipelin
     _check_number("--factor", factor, 1.0, strict=True)
     g = load_golden(golden)
     per_stage = parse_stage_tolerances(tols, g.trace, atol)
+    kinds = f"a folder or a glob of {'/'.join(SUFFIXES)} files or checkpoint-N/ folders"
+    if not glob.has_magic(checkpoints):
+        need_path(checkpoints, option="--checkpoints", expect=kinds)
     files = find_checkpoints(checkpoints)
     if len(files) < 2:
         what = "no checkpoint" if not files else f"only {files[0].name}"
-        raise UsageError(f"--checkpoints {checkpoints!r} matched {what}; bisect needs at least two: a folder or a glob "
-                         f"of {'/'.join(SUFFIXES)} files or checkpoint-N/ folders")
+        raise UsageError(f"--checkpoints {checkpoints!r} matched {what}; bisect needs at least two: {kinds}")
     try:
         pipe, spec, source = _pipeline(g, pipeline, hf)
     except SystemExit as exc:
@@ -140,6 +144,9 @@ def run_checkpoints_mode(*, con: Console, golden: str, checkpoints: str, pipelin
     except SystemExit as exc:
         raise PipelineError(f"the pipeline exited (SystemExit {exc.code!r}) during a probe; "
                             "nothing was bisected") from None
+    if res.probes and not any(p.loaded for p in res.probes):  # a folder of files that are not checkpoints (for it)
+        raise UsageError(f"--checkpoints {checkpoints!r}: none of its {len(files)} checkpoints loads (first: "
+                         f"{res.probes[0].skip_reason}); nothing to bisect: give {kinds}")
     changes = judge_change(res.pair, factor) if res.pair is not None else []
     findings = bisect_findings(res, changes)
     con.print(_probe_table(res))

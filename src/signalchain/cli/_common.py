@@ -18,6 +18,7 @@ from ..findings import Finding, exit_code
 from ..pipeline import Pipeline, capabilities, load_pipeline
 from ..report.progress import is_quiet, set_quiet  # (no rich at import: `--help` stays cheap)
 from ._noise import hold_library_noise
+from ._paths import ExistingPath, check_output_target
 
 if TYPE_CHECKING:  # the report (rich, numpy, pages) is imported where a command uses it: `--help` stays cheap
     from rich.console import Console
@@ -38,9 +39,9 @@ def hf_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """--hf-musicgen MODEL_DIR --data DATA [--hf-set KEY=VALUE]: a pipeline from a saved HF MusicGen."""
     f = click.option("--hf-set", "hf_set", multiple=True, metavar="KEY=VALUE",
                      help="A setting of the HF pipeline (lr, batch_size, segment_seconds, cond_dropout, …).")(f)
-    f = click.option("--data", "data", multiple=True, type=click.Path(exists=True),
+    f = click.option("--data", "data", multiple=True, type=ExistingPath(),
                      help="With --hf-musicgen: an audiofolder, an AudioCraft manifest or a folder (repeatable).")(f)
-    f = click.option("--hf-musicgen", "hf_musicgen", type=click.Path(exists=True, file_okay=False), default=None,
+    f = click.option("--hf-musicgen", "hf_musicgen", type=ExistingPath(file_okay=False), default=None,
                      help="A MusicgenForConditionalGeneration save_pretrained folder (with its tokenizer).")(f)
     return f
 
@@ -55,6 +56,7 @@ def common_options(html: bool = True) -> Callable[[Callable[..., Any]], Callable
                          help="No progress (bars, lines); the findings and the report still print.")(f)
         if html:
             f = click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
+                             callback=lambda ctx, param, value: check_output_target(value) or value,
                              help="Write the self-contained HTML report here.")(f)
         f = click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True), default=None,
                          callback=_json_target,
@@ -69,6 +71,7 @@ def _json_target(ctx: click.Context, param: click.Parameter, value: str | None) 
     on every command, so that one invocation's choice never leaks into the next (tests, a Python caller)."""
     from ..report.terminal import human_to_stderr
 
+    check_output_target(value)
     human_to_stderr(value == "-")
     return value
 

@@ -8,6 +8,7 @@ import click
 from rich.table import Table
 
 from .._units import plural
+from ..audio._files import check_path
 from ..audio.io import read_audio
 from ..audit.cache import default_cache_path
 from ..audit.midi_read import is_midi_dataset
@@ -20,8 +21,11 @@ from ..report.audit_page import render_audit
 from ..report.progress import Reporter
 from ._clock import elapsed
 from ._common import common_options, emit, guarded
+from ._paths import need_path, need_writable
 
 __all__ = ["audit"]
+
+_SQLITE = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database
 
 
 class _Bar(AuditProgress):
@@ -53,6 +57,22 @@ def _parse_splits(items: tuple[str, ...]) -> list[tuple[str, str]]:
     if len(set(names)) != len(names):
         raise UsageError(f"--split names must differ; got {names}")
     return out
+
+
+def _need_cache(path: str) -> None:
+    """--cache names a fingerprint cache signalchain wrote, or a new file: another file there (a typo for
+    --stats, a manifest) is a usage error, never set aside as a damaged cache in the user's folder."""
+    need_writable(path, option="--cache")
+    if not check_path(path).regular:  # a new file (made), or what the cache refuses without opening it
+        return
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except OSError:
+        return  # unreadable: the cache says so, and the audit runs with a temporary one
+    if head and head != _SQLITE:
+        raise UsageError(f"--cache {path}: not a fingerprint cache (no SQLite header); it is left as it is: "
+                         "give a new file name or a cache signalchain wrote")
 
 
 def _summary(result: AuditResult) -> Table:
@@ -127,6 +147,13 @@ def audit(paths: tuple[str, ...], splits: tuple[str, ...], workers: int, max_cap
         raise UsageError(f"--workers must be ≥ 1, got {workers}")
     if max_caption_tokens is not None and max_caption_tokens < 1:
         raise UsageError(f"--max-caption-tokens must be ≥ 1, got {max_caption_tokens}")
+    for option, path in [*((None, p) for p in paths), *((f"--split {n}=", p) for n, p in named)]:
+        need_path(path, option=option, expect="give a manifest (.jsonl, .jsonl.gz) or a folder")
+    for option, path in (("--stats", stats_file), ("--sampler", sampler_file)):
+        if path is not None:
+            need_path(path, option=option, want="file")
+    if cache_path is not None and not no_cache:
+        _need_cache(cache_path)
     con = console()
     if is_midi_dataset(paths, named):
         return _midi(con, paths, named, workers, max_caption_tokens, stats_file, sampler_file, json_path, html_path)

@@ -15,6 +15,7 @@ answer is ambiguous (warnings).
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import click
@@ -28,6 +29,7 @@ from ..report import console
 from ..report.progress import Reporter
 from ._bisect_view import print_outcome, render_bisect
 from ._common import BUILTIN_PIPELINES, common_options, emit, guarded, hf_options
+from ._paths import need_path, need_writable
 from ._project import project_config
 from .golden_cmds import parse_stage_tolerances
 
@@ -122,6 +124,9 @@ def bisect(golden: str, good: str | None, bad: str | None, repo: str | None, che
         raise UsageError(f"--timeout {timeout!r} is not a duration: give seconds > 0 (e.g. 600)")
     if cache_dir and no_cache:
         raise UsageError("give --cache DIR or --no-cache, not both")
+    if cache_dir:  # a folder, or one to make: never found to be a file after the ends were re-run
+        (need_path(cache_dir, option="--cache", want="folder") if os.path.lexists(cache_dir)
+         else need_writable(cache_dir, option="--cache"))
     root = repo_root(repo or ".")
     g = load_golden(golden)
     per_stage = parse_stage_tolerances(tols, g.trace, atol)

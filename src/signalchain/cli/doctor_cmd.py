@@ -33,11 +33,12 @@ __all__ = ["doctor"]
 def doctor(pipeline: str | None, families: tuple[str, ...], symptom: str | None, seed: int, budget: str,
            faults: tuple[str, ...], hf_musicgen: str | None, data: tuple[str, ...], hf_set: tuple[str, ...],
            json_path: str | None, html_path: str | None, debug: bool) -> int:
-    """Diagnose PIPELINE (default: the project's [tool.signalchain] pipeline, else the reference pipeline;
-    `hf-bed` for the bundled HF MusicGen bed; or --hf-musicgen MODEL_DIR --data DATA for a saved HF MusicGen
-    and a dataset): run the families of experiments and checks (audio, data, numerics, optimisation, precision,
-    conditioning, generation, output, splits), or those a --symptom selects, and report the earliest stage where
-    something goes wrong."""
+    """Diagnose PIPELINE: run the families of experiments and checks, and report the earliest bad stage.
+
+    PIPELINE defaults to the project's [tool.signalchain] pipeline, else the reference pipeline;
+    `hf-bed` is the bundled HF MusicGen bed, and --hf-musicgen MODEL_DIR --data DATA a saved HF
+    MusicGen with a dataset. The families are audio, data, numerics, optimisation, precision,
+    conditioning, generation, output and splits, or those a --symptom selects."""
     con = console()
     names, _ = select_families(families, symptom)  # fail fast on a bad name
     seed, budget = option_or_config("seed", seed), option_or_config("budget", budget)

@@ -140,8 +140,9 @@ def parse_stage_tolerances(items: Sequence[str], golden: Trace, atol: float) -> 
 def capture(pipeline: str | None, out: str | None, seed: int, faults: tuple[str, ...], hf_musicgen: str | None,
             data: tuple[str, ...], hf_set: tuple[str, ...], json_path: str | None, html_path: str | None,
             debug: bool) -> int:
-    """Record the golden batch of PIPELINE (default: the project configuration's, else the reference
-    pipeline) with full values."""
+    """Record the golden batch of PIPELINE with full values.
+
+    PIPELINE defaults to the project's [tool.signalchain] pipeline, else the reference pipeline."""
     con = console()
     out, seed = option_or_config("out", out), option_or_config("seed", seed)
     if not out:

@@ -25,6 +25,7 @@ from ..report.listen_page import HEADERS, file_row, render_listen
 from ..report.progress import Reporter
 from ..report.terminal import keep_words
 from ._common import common_options, emit, guarded
+from ._paths import need_path
 
 __all__ = ["listen"]
 
@@ -46,12 +47,32 @@ def _refused(path: str, state: PathState) -> Finding:
                 hint="fix the link or the name", path=shown)
 
 
+def _named(raw: str) -> PathState:
+    """A path named on the command line: a folder, or a file that is audio by its name or its header;
+    anything else is a usage error naming it (a typo must not pass for a finding about a file)."""
+    expect = f"give audio files ({', '.join(sorted(AUDIO_SUFFIXES))}) or folders of them"
+    need_path(raw, expect=expect)
+    state = check_path(raw)
+    if os.path.isdir(raw):
+        return state
+    if not state.regular:  # a FIFO or a device is never opened: it would block or never end
+        raise UsageError(f"{display_path(raw)}: is {state.detail}, not an audio file or a folder; {expect}")
+    if os.path.splitext(raw)[1].lower() not in AUDIO_SUFFIXES:
+        try:
+            sf.info(raw)  # a .caf, .w64, .au or a file without a suffix that holds audio is audio
+        except Exception:
+            raise UsageError(f"{display_path(raw)}: not an audio file (neither its name nor its header says so); "
+                             f"{expect}") from None
+    return state
+
+
 def _collect(paths: tuple[str, ...]) -> tuple[list[str], list[Finding]]:
-    """The regular audio files named or found in folders, and a finding for everything else
-    (nothing that is not a regular file is opened)."""
+    """The regular audio files named or found in folders, and a finding for each bad file found in a
+    folder (nothing that is not a regular file is opened). A bad path named on the command line is a
+    usage error, found before anything is measured."""
     files, found = [], []
     for raw in paths:
-        state = check_path(raw)
+        state = _named(raw)
         if state.kind == "not_regular" and os.path.isdir(raw):
             listing = list_files(raw, sorted(AUDIO_SUFFIXES), resolve=False)
             for path in listing.files:
@@ -64,10 +85,8 @@ def _collect(paths: tuple[str, ...]) -> tuple[list[str], list[Finding]]:
                            hint="remove the link", path=display_path(link)) for link, why in listing.loops]
             found += [make("file.unreadable", "error", STAGE, f"{display_path(d)}: the folder cannot be listed ({why})",
                            CHECK, hint="fix its permissions", path=display_path(d)) for d, why in listing.unlisted]
-        elif state.regular:
+        else:  # a regular audio file (_named refused everything else)
             files.append(raw)
-        else:
-            found.append(_refused(raw, state))
     return list(dict.fromkeys(files)), found
 
 
@@ -146,7 +165,8 @@ def listen(paths: tuple[str, ...], rate: int | None, subtype: str | None, json_p
     con = console()
     files, findings = _collect(paths)
     if not files and not findings:
-        raise UsageError(f"no audio files ({', '.join(sorted(AUDIO_SUFFIXES))}) under {', '.join(paths)}")
+        raise UsageError(f"nothing to listen to in {', '.join(map(display_path, paths))}: no audio files "
+                         f"({', '.join(sorted(AUDIO_SUFFIXES))}) found there")
     reports: list[FileMeasurement] = []
     real: dict[str, str] = {}  # shown name -> the path to open
     with Reporter("listen", total=len(files)) as bar:  # a bar on a terminal, timed lines in a log

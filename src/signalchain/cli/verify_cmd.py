@@ -124,7 +124,7 @@ def verify(before_spec: str | None, before_faults: tuple[str, ...], after_spec: 
         pipe, name = with_faults(r.pipeline, r.spec, faults), r.spec  # an unknown fault is a usage error, named now
         name += "".join(f" +{f}" for f in faults)
         if ckpt is not None:
-            pipe = CheckpointPipeline(pipe, checkpoint_file(ckpt, f"--{side}-checkpoint"))
+            pipe = CheckpointPipeline(pipe, checkpoint_file(ckpt, f"--{side}-checkpoint", pipe))
             name += f" @{Path(ckpt).name}"
         sides.append((ProtocolView(shield_exits(pipe)), name))
     with Reporter("verify") as rep:  # a bar on a terminal, timed lines in a log

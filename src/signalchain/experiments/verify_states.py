@@ -70,13 +70,34 @@ class CommitState:
         return [Finding.from_dict(f) for f in data["findings"]], dict(data["metrics"])
 
 
-def checkpoint_file(path: str | Path, option: str) -> CheckpointFile:
-    """One checkpoint named on the command line: a file (.pt/.pth/.bin/.ckpt/.safetensors) or an HF folder."""
+def _listing(folder: Path) -> list[Path]:
+    try:
+        return list(folder.iterdir())
+    except OSError:  # unreadable: the load below names the problem
+        return [folder]
+
+
+def checkpoint_file(path: str | Path, option: str, pipeline: Any = None) -> CheckpointFile:
+    """One checkpoint named on the command line: a file (.pt/.pth/.bin/.ckpt/.safetensors) or an HF folder.
+
+    With `pipeline`, it is loaded into the pipeline's model once now: a file that is not a checkpoint
+    (for this pipeline) is a usage error before anything runs, never a failing state whose crash a
+    fix would seem to remove."""
     p = Path(path)
     if not p.exists():
         raise UsageError(f"{option} {str(path)!r}: no such file or folder")
+    if p.is_dir() and not _listing(p):
+        raise UsageError(f"{option} {str(path)!r}: an empty folder, not a checkpoint; give a checkpoint file "
+                         "(.pt/.pth/.bin/.ckpt/.safetensors) or a save_pretrained folder")
     kind = "hf-dir" if p.is_dir() else ("safetensors" if p.suffix.lower() == ".safetensors" else "torch")
-    return CheckpointFile(p, kind, None)
+    ckpt = CheckpointFile(p, kind, None)
+    if pipeline is not None:
+        try:
+            load_into(pipeline, ckpt, 0)
+        except CheckpointLoadError as exc:
+            raise UsageError(f"{option} {str(path)!r}: not a checkpoint {getattr(pipeline, 'name', 'the pipeline')} "
+                             f"can start from ({exc})") from None
+    return ckpt
 
 
 class CheckpointPipeline:

@@ -39,7 +39,8 @@ def golden_folder(path: str | Path) -> Path:
         if os.path.lexists(prev):
             folder = prev
         else:
-            raise GoldenFileError(f"{folder}: no golden batch here (expected a folder made by `signalchain capture`)")
+            raise GoldenFileError(f"{folder}: no such file or folder: no golden batch here (expected a folder made by "
+                                  "`signalchain capture`)")
     if os.path.islink(folder):
         raise GoldenFileError(f"{folder}: is a symbolic link; a golden batch must be a real folder, not a link to one")
     if not folder.is_dir():
@@ -123,7 +124,8 @@ def _open_error(path: Path, exc: OSError, link_hint: str) -> GoldenFileError:
     if exc.errno == errno.ENOTDIR:
         return GoldenFileError(f"{path}: is not a folder; a golden batch is a folder made by `signalchain capture`")
     if exc.errno == errno.ENOENT:
-        return GoldenFileError(f"{path}: no golden batch here (expected a folder made by `signalchain capture`)")
+        return GoldenFileError(f"{path}: no such file or folder: no golden batch here (expected a folder made by "
+                                "`signalchain capture`)")
     return GoldenFileError(f"{path}: cannot be opened ({exc.strerror})")
 
 

@@ -8,6 +8,7 @@ the user's own work tree. Every failure is a `UsageError` that quotes git's own 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import tempfile
@@ -51,12 +52,14 @@ def git(repo: str | Path, *args: str, check: bool = True) -> str:
 def repo_root(repo: str | Path) -> Path:
     """The top folder of the git work tree holding `repo`, or a usage error saying it is not one."""
     path = Path(repo)
+    if not os.path.exists(path):
+        raise UsageError(f"--repo {str(repo)!r}: no such file or folder; give the git repository (e.g. --repo .)")
     if not path.is_dir():
-        raise UsageError(f"--repo {str(repo)!r} is not a folder; give the git repository to bisect")
+        raise UsageError(f"--repo {str(repo)!r} is a file, not a folder; give the git repository (e.g. --repo .)")
     try:
         return Path(git(path, "rev-parse", "--show-toplevel").strip()).resolve()
     except UsageError:
-        raise UsageError(f"--repo {str(repo)!r} is not inside a git work tree; give the repository to bisect "
+        raise UsageError(f"--repo {str(repo)!r} is not inside a git work tree; give the git repository "
                          "(e.g. --repo .)") from None
 
 
