@@ -1,6 +1,9 @@
 # Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
 # Both create .venv when it is missing (with the [dev], [hf], [lightning] and [symbolic] extras: the HF MusicGen bed's, the trainer callbacks' and the symbolic bed's tests run). torch==2.13.0 is installed first, on its own: it is the CPU
 # wheel on this machine's disk, and a bare torch requirement would pull a multi-GB CUDA build.
+# Set-up also installs FluidSynth and a General MIDI soundfont for the symbolic players where apt-get
+# can run (root, or sudo without a password); elsewhere it says in one line that the players will use
+# the additive fallback (tools/setup_fluidsynth.sh).
 
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -10,7 +13,7 @@ STAMP  := $(VENV)/.signalchain-setup
 DEMO   ?= demo-out
 PYTHON ?= python3
 
-.PHONY: setup test demo bench lint clean
+.PHONY: setup test demo docs screenshots bench lint clean
 
 setup: $(STAMP)
 
@@ -20,6 +23,7 @@ $(STAMP): pyproject.toml
 	$(PIP) install -q torch==2.13.0 2>&1 | grep -v "is ignored" || true
 	$(PIP) install -q -e '.[dev,hf,lightning,symbolic]' 2>&1 | grep -v "is ignored" || true
 	@$(PY) -c "import signalchain, torch; print('signalchain', signalchain.__version__, '· torch', torch.__version__)"
+	@sh tools/setup_fluidsynth.sh
 	@touch $(STAMP)
 
 test: setup
@@ -45,6 +49,15 @@ demo: setup
 	$(SC) capture symbolic-bed --out $(DEMO)/symbolic-golden --seed 0 --json $(DEMO)/symbolic-capture.json
 	$(SC) inspect $(DEMO)/symbolic-golden --html $(DEMO)/symbolic-inspect.html
 	@echo "reports: $(DEMO)/inspect.html $(DEMO)/compare.html $(DEMO)/compare-fault.html $(DEMO)/doctor.html $(DEMO)/doctor-fault.html $(DEMO)/symbolic-inspect.html"
+
+# The README's screenshots: the top of five demo pages at 1400 px (headless Chromium).
+screenshots: demo
+	$(PY) tests/report/_chromium.py demo-shots $(DEMO) docs/images
+
+# The README's "real output" blocks, rewritten from real runs of the bundled pipelines (the rule that
+# abridges each block is in the comment beside it); tests/test_readme.py fails when they differ.
+docs: setup
+	$(PY) tools/readme_blocks.py
 
 # The quick benchmarks (ratios measured in one run); the others are run one by one (see benchmarks/).
 bench: setup

@@ -1,8 +1,9 @@
 """signalchain: find the earliest stage where a music model's training goes wrong, and listen to it.
 
-Public API (DESIGN §1, layer 5). User code needs only `tap` and, for the command line, an object
-honouring `Pipeline`. The commands are functions too: `doctor`, `audit`, `listen`, `compare` and
-`capture` return a `Report` (`.findings`, `.ok`, `.to_json()`, `.to_html(path)`, a readable `str()`).
+Public API (docs/architecture.md, "Layers": layer 5). User code needs only `tap` and, for the command
+line, an object honouring `Pipeline`. The commands are functions too: `doctor`, `audit`, `listen`,
+`compare` and `capture` return a `Report` (`.findings`, `.ok`, `.to_json()`, `.to_html(path)`, a
+readable `str()`).
 
 `import signalchain` is cheap (no numpy, torch or pydantic): every name below but the errors and
 the version loads on first use, because the pytest plugin imports this package in every pytest

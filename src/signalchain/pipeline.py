@@ -1,4 +1,4 @@
-"""The `Pipeline` protocol: the one contract between signalchain and a training codebase (DESIGN §3).
+"""The `Pipeline` protocol: the one contract between signalchain and a training codebase (docs/taps.md).
 
 A pipeline is named on the command line as `package.module:attr` or `path/to/file.py:attr`; the
 attribute is an instance, a class, or a zero-argument factory.

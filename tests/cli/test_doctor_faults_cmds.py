@@ -51,3 +51,28 @@ def test_faults_scores_a_subset_with_a_control(tmp_path):
 def test_faults_unknown_name_exits_2():
     res = CliRunner().invoke(cli, ["faults", "--fault", "nope"])
     assert res.exit_code == 2 and "unknown fault 'nope'" in res.output
+
+
+def test_doctor_help_lists_every_bundled_bed():
+    from signalchain.cli._common import BED_LINES, BUILTIN_PIPELINES
+
+    res = CliRunner().invoke(cli, ["doctor", "--help"])
+    assert res.exit_code == 0, res.output
+    for name in BUILTIN_PIPELINES:
+        line = next((ln for ln in res.output.splitlines() if ln.split()[:1] == [name]), None)
+        assert line and BED_LINES[name] in line, (name, res.output[-600:])
+
+
+def test_faults_group_picks_catalogue_groups_and_family_says_so(tmp_path):
+    out = tmp_path / "g.json"
+    res = CliRunner().invoke(cli, ["faults", "--list", "--group", "flat_loss", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(out.read_text())["faults"]
+    assert rows and {r["family"] for r in rows} == {"flat_loss"}
+    res = CliRunner().invoke(cli, ["faults", "--list", "--group", "numerics"])  # a doctor family, not a group
+    assert res.exit_code == 2 and "no fault in groups ['numerics']" in res.output and "flat_loss" in res.output
+    res = CliRunner().invoke(cli, ["faults", "--list", "--family", "flat_loss"])
+    assert res.exit_code == 2 and "--group flat_loss" in res.output
+    options = [ln.split()[0] for ln in CliRunner().invoke(cli, ["faults", "--help"]).output.splitlines()
+               if ln.strip().startswith("--")]
+    assert "--group" in options and "--family" not in options  # the old name is hidden

@@ -216,6 +216,9 @@ def _shared_cells() -> Iterator[Cell | NotApplicable]:
             yield c(name, param, f"{WRONG}: inside a file", [*base, opt, f"{{d}}/a.txt/r.{suffix}"],
                     f"{{d}}/a.txt/r.{suffix}", "cannot be written: .*a.txt is a file, not a folder")
         if "hf_musicgen" in params:
+            if "--pipeline" in base:  # --hf-musicgen is the pipeline: with --pipeline beside it, that is the mistake
+                at = base.index("--pipeline")
+                base = base[:at] + base[at + 2:]
             yield c(name, "hf_musicgen", f"{MISSING}: nowhere/", [*base, "--hf-musicgen", "{d}/nowhere", "--data",
                                                                   "{d}/data"],
                     "{d}/nowhere", "no such file or folder")

@@ -220,7 +220,7 @@ def test_a_zero_initialised_gate_is_not_called_unused():
 
 def test_catalogue_faults_through_the_protocol_view():
     """Two catalogue faults, through the view that hides the configuration (scored in full by
-    `signalchain faults --family conditioning`)."""
+    `signalchain faults --group conditioning`)."""
     for fault, expected in (("captions_shuffled_once", ("condition.no_relationship", "caption")),
                             ("cfg_coef_zero", ("generation.guidance_off", "generation"))):
         findings, _ = run(ReferencePipeline(faults=[fault]))

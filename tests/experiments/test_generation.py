@@ -59,6 +59,10 @@ def test_clean_reference_family_is_silent_and_shows_its_measurements(clean_famil
     rows = {row[0]: row for row in r.metrics["generation.runs"]["rows"]}
     assert {"configured", "configured, next seed", "plain sampling", "greedy = False"} <= set(rows)
     assert r.metrics["generation.samples"]["kind"] == "audio" and r.metrics["generation.samples"]["clips"]
+    # one player per row of the settings table, in its order (a row with nothing to hear says why)
+    clips = r.metrics["generation.samples"]["clips"]
+    assert [c["label"].rsplit(" (", 1)[0] for c in clips] == list(rows)
+    assert all(c.get("audio") is not None or c.get("note") for c in clips)
 
 
 @pytest.mark.parametrize("seed", range(1, 5))

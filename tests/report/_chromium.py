@@ -4,6 +4,7 @@ Used by the fixtures in conftest.py and, run as a script, to take the screenshot
 the docs show:
 
     .venv/bin/python tests/report/_chromium.py screenshot PAGE.html OUT.png [--width 1280 --height 1600]
+    .venv/bin/python tests/report/_chromium.py demo-shots demo-out docs/images   # the README's five
 
 Nothing here downloads anything: the driver is Debian's chromedriver named by path (so selenium's
 manager is never consulted, and a guard makes sure of it), and the browser's host resolver maps
@@ -214,6 +215,29 @@ def screenshot(browser: Any, out: str | Path, width: int = 1280, height: int = 1
     return out
 
 
+#: The README's screenshots: the demo's pages (`make demo`), the top of each at 1400 px.
+DEMO_PAGES = ("inspect", "compare-fault", "doctor", "doctor-fault", "symbolic-inspect")
+SHOT_WIDTH, SHOT_HEIGHT = 1400, 2000
+SHOT_COLOURS = 128  # a palette PNG: a page's few colours, a few hundred KB instead of megabytes
+
+
+def demo_shots(browser: Any, demo: Path, out: Path) -> list[Path]:
+    """The top SHOT_HEIGHT px of each demo page at SHOT_WIDTH px, as palette PNGs named after the page."""
+    from PIL import Image
+
+    written = []
+    for name in DEMO_PAGES:
+        problems = load(browser, demo / f"{name}.html").problems()
+        if problems:
+            raise RuntimeError(f"{name}.html fails its checks: {problems[:3]}")
+        path = screenshot(browser, out / f"{name}.png", SHOT_WIDTH, SHOT_HEIGHT)
+        with Image.open(path) as im:
+            small = im.convert("RGB").quantize(SHOT_COLOURS, method=Image.Quantize.MEDIANCUT)
+        small.save(path, optimize=True)
+        written.append(path)
+    return written
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -223,11 +247,22 @@ def main(argv: list[str] | None = None) -> int:
     shot.add_argument("--width", type=int, default=1280)
     shot.add_argument("--height", type=int, default=1600)
     shot.add_argument("--full-page", action="store_true")
+    shots = sub.add_parser("demo-shots", help="the README's screenshots of the demo pages")
+    shots.add_argument("demo", type=Path, help="the folder `make demo` wrote (demo-out)")
+    shots.add_argument("out", type=Path, help="where the PNGs go (docs/images)")
     args = ap.parse_args(argv)
     found = find_browser()
     if isinstance(found, str):
         print(f"_chromium: {found}", file=sys.stderr)
         return 2
+    if args.cmd == "demo-shots":
+        browser = launch(*found, width=SHOT_WIDTH, height=SHOT_HEIGHT)
+        try:
+            for path in demo_shots(browser, args.demo, args.out):
+                print(f"{path} {path.stat().st_size // 1024} KB")
+        finally:
+            browser.quit()
+        return 0
     browser = launch(*found, width=args.width, height=args.height)
     try:
         problems = load(browser, args.page).problems()

@@ -67,7 +67,8 @@ def test_symbolic_tokens_show_their_words_and_the_decoded_roll(page: str) -> Non
     section = page.split('id="stage-tokens"')[1].split("<section")[0]
     assert "REMI tokens, 44 in the vocabulary" in section
     assert "BOS_None EOS_None Bar_None Position_0" in section
-    assert "[44 items: &#x27;PAD_None&#x27;" in section  # the vocabulary summarised in the meta line
+    # the vocabulary summarised in the meta table's row, not printed whole nor as a Python list
+    assert "<code>vocab</code></td><td>44 items: PAD_None, BOS_None, EOS_None, Bar_None, …</td>" in section
     assert "stage notes.decoded" in section and 'alt="piano roll of notes.decoded #0"' in section
 
 

@@ -88,7 +88,7 @@ def render_bisect(outcome: BisectOutcome, findings: Sequence[Finding],
                   extra: dict[str, Any] | None = None) -> HtmlReport:
     """The self-contained page: the verdict, the culprit's diff stat, every probe, the findings."""
     page = HtmlReport(f"signalchain bisect: {outcome.good} → {outcome.bad}",
-                      ", ".join(f"{k} {v}" for k, v in (extra or {}).items()))
+                      ", ".join(f"{k} {v}" for k, v in (extra or {}).items()), findings=findings)
     body = f"<p>{esc(verdict_text(outcome))}</p>"
     if outcome.first_bad and outcome.first_bad.get("diffstat"):
         body += f"<pre>{esc(outcome.first_bad['diffstat'])}</pre>"

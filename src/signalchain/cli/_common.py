@@ -25,14 +25,26 @@ if TYPE_CHECKING:  # the report (rich, numpy, pages) is imported where a command
 
     from ..report import HtmlReport
 
-__all__ = ["DEFAULT_PIPELINE", "BUILTIN_PIPELINES", "common_options", "hf_options", "resolve_pipeline", "resolve",
-           "Resolved", "guarded", "one_line", "exit_origin", "fail", "shield_exits", "emit"]
+__all__ = ["DEFAULT_PIPELINE", "BUILTIN_PIPELINES", "BED_LINES", "beds_epilog", "common_options", "hf_options",
+           "resolve_pipeline", "resolve", "Resolved", "guarded", "one_line", "exit_origin", "fail", "shield_exits",
+           "emit"]
 
 #: With no pipeline named, every command runs on the bundled reference pipeline (DESIGN §3).
 DEFAULT_PIPELINE = "signalchain.reference:ReferencePipeline"
 #: Short names for the bundled beds.
 BUILTIN_PIPELINES = {"reference": DEFAULT_PIPELINE, "hf-bed": "signalchain.reference.hf:HFBedPipeline",
                      "symbolic-bed": "signalchain.reference.symbolic:SymbolicBedPipeline"}
+#: One line on each bundled bed, for --help (a test checks that every bed has one).
+BED_LINES = {"reference": "the audio reference (the default): captioned clips → codec tokens → a small transformer",
+             "hf-bed": "a tiny HF MusicGen (T5 + Encodec + MusicGen decoder), built offline in seconds",
+             "symbolic-bed": "60 music21 pieces, a miditok REMI tokenizer and a caption-conditioned decoder"}
+
+
+def beds_epilog() -> str:
+    """The bundled beds, one line each, as a --help epilog (`\\b`: click keeps the lines as they are)."""
+    width = max(map(len, BUILTIN_PIPELINES))
+    return "\b\nBundled beds (give the name as PIPELINE):\n" + "\n".join(
+        f"  {name:<{width}}  {BED_LINES.get(name, BUILTIN_PIPELINES[name])}" for name in BUILTIN_PIPELINES)
 
 
 def hf_options(f: Callable[..., Any]) -> Callable[..., Any]:

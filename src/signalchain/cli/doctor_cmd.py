@@ -11,14 +11,14 @@ from ..report import console, render_doctor
 from ..report.doctor_page import strip_audio
 from ..report.progress import Reporter
 from ._clock import elapsed
-from ._common import common_options, emit, guarded, hf_options, resolve, shield_exits
+from ._common import beds_epilog, common_options, emit, guarded, hf_options, resolve, shield_exits
 from ._project import option_or_config
 from .golden_cmds import fault_option, inject_faults
 
 __all__ = ["doctor"]
 
 
-@click.command()
+@click.command(epilog=beds_epilog())
 @click.argument("pipeline", required=False)
 @click.option("--family", "families", multiple=True, metavar="F", help="Run this family (repeatable); default: all.")
 @click.option("--symptom", type=click.Choice(list(SYMPTOMS)), default=None,

@@ -11,14 +11,14 @@ from ..experiments.scoring import FaultRow, score_catalogue
 from ..pipeline import capabilities
 from ..report import console, render_faults
 from ..report.progress import Reporter
-from ._common import DEFAULT_PIPELINE, common_options, emit, guarded, resolve_pipeline
+from ._common import DEFAULT_PIPELINE, beds_epilog, common_options, emit, guarded, resolve_pipeline
 
 __all__ = ["faults"]
 
 
 def _rows_table(rows: list[dict], with_results: bool) -> Table:
     t = Table(title="fault catalogue" + (" · score" if with_results else ""))
-    for col in ("fault", "family", "expected id @ stage") + (
+    for col in ("fault", "group", "expected id @ stage") + (
         ("found", "detected", "localised") if with_results else ("cause",)
     ):
         t.add_column(col, overflow="fold")
@@ -39,9 +39,11 @@ def _rows_table(rows: list[dict], with_results: bool) -> Table:
     return t
 
 
-@click.command()
+@click.command(epilog=beds_epilog())
 @click.argument("pipeline", required=False)
-@click.option("--family", "families", multiple=True, metavar="F", help="Only faults of this family (repeatable).")
+@click.option("--group", "families", multiple=True, metavar="G",
+              help="Only faults of this catalogue group (repeatable; `--list` shows each fault's group).")
+@click.option("--family", "old_family", multiple=True, hidden=True)
 @click.option("--fault", "names", multiple=True, metavar="NAME", help="Only this fault (repeatable).")
 @click.option("--list", "list_only", is_flag=True, help="Print the catalogue without running it.")
 @click.option("--workers", type=int, default=None, help="Parallel processes (default: CPU count).")
@@ -50,10 +52,16 @@ def _rows_table(rows: list[dict], with_results: bool) -> Table:
 @click.option("--all-families", is_flag=True, help="Examine each fault with every family, not only its symptom's.")
 @common_options()
 @guarded
-def faults(pipeline: str | None, families: tuple[str, ...], names: tuple[str, ...], list_only: bool,
-           workers: int | None, seeds: str, budget: str, all_families: bool, json_path: str | None,
-           html_path: str | None, debug: bool) -> int:
-    """Run the fault catalogue of PIPELINE (default: the reference) through every family of checks."""
+def faults(pipeline: str | None, families: tuple[str, ...], old_family: tuple[str, ...], names: tuple[str, ...],
+           list_only: bool, workers: int | None, seeds: str, budget: str, all_families: bool,
+           json_path: str | None, html_path: str | None, debug: bool) -> int:
+    """Run the fault catalogue of PIPELINE (default: the reference) through every family of checks.
+
+    `--group` picks faults by their catalogue group (flat_loss, nonfinite, …); `--family`, on every
+    other command, names a doctor family (data, numerics, …), a different vocabulary."""
+    if old_family:
+        raise UsageError(f"faults takes --group for catalogue groups (was --family): --group {old_family[0]}; "
+                         "--family names doctor families on the other commands")
     con = console()
     pipe, spec = resolve_pipeline(pipeline, project=False)  # its own catalogue: never the project configuration
     if "fault_catalogue" not in capabilities(pipe):
@@ -67,7 +75,7 @@ def faults(pipeline: str | None, families: tuple[str, ...], names: tuple[str, ..
         raise UsageError(f"unknown fault {unknown[0]!r}; `signalchain faults --list` lists the {len(known)} faults")
     chosen = [f for f in catalogue if (not families or f["family"] in families) and (not names or f["name"] in names)]
     if families and not chosen:
-        raise UsageError(f"no fault in families {list(families)}; families: {sorted({f['family'] for f in catalogue})}")
+        raise UsageError(f"no fault in groups {list(families)}; groups: {sorted({f['family'] for f in catalogue})}")
     if list_only:
         rows = [
             FaultRow(

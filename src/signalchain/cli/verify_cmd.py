@@ -103,7 +103,7 @@ def verify(before_spec: str | None, before_faults: tuple[str, ...], after_spec: 
                          "--after-checkpoint): give it or --before/--after/--before-rev/--after-rev, not both")
     budget = option_or_config("budget", budget)
     after_spec = after_spec or before_spec  # the same code, without the fault, at another commit or checkpoint
-    sides, chosen = [], {}
+    sides, chosen, lines = [], {}, []
     for side, spec, faults, rev, ckpt in (("before", before_spec, before_faults, before_rev, before_checkpoint),
                                           ("after", after_spec, after_faults, after_rev, after_checkpoint)):
         if rev is not None:
@@ -119,7 +119,7 @@ def verify(before_spec: str | None, before_faults: tuple[str, ...], after_spec: 
             continue
         r = resolve(spec, (), *((hf_musicgen, data, hf_set) if spec is None else (None, (), ())))
         assert r is not None
-        con.print(f"{side}: {r.line}", markup=False)
+        lines.append(f"{side}: {r.line}")  # said once both sides load: a bad second side is one line alone
         chosen[side] = r.record
         pipe, name = with_faults(r.pipeline, r.spec, faults), r.spec  # an unknown fault is a usage error, named now
         name += "".join(f" +{f}" for f in faults)
@@ -127,6 +127,8 @@ def verify(before_spec: str | None, before_faults: tuple[str, ...], after_spec: 
             pipe = CheckpointPipeline(pipe, checkpoint_file(ckpt, f"--{side}-checkpoint", pipe))
             name += f" @{Path(ckpt).name}"
         sides.append((ProtocolView(shield_exits(pipe)), name))
+    for line in lines:
+        con.print(line, markup=False)
     with Reporter("verify") as rep:  # a bar on a terminal, timed lines in a log
         before, after = (s if isinstance(s, CommitState) else PipelineState(s[0], s[1], budget, progress=rep.say)
                          for s in sides)

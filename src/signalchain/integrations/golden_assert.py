@@ -1,4 +1,5 @@
-"""`assert_matches_golden`: the golden batch as a regression test (DESIGN §5), for pytest or any runner.
+"""`assert_matches_golden`: the golden batch as a regression test, for pytest or any runner (README:
+"The golden batch in your CI").
 
 It runs the pipeline's golden batch and compares it with the golden on disk, each stage with the
 tolerance of its dtype (`golden/tolerances.py`) unless told otherwise; a mismatch is an

@@ -54,7 +54,7 @@ class Batch:
 
 
 class ReferencePipeline(OutputRoute):
-    """Implements the `Pipeline` protocol with every optional capability (DESIGN §3)."""
+    """Implements the `Pipeline` protocol (`signalchain.pipeline`) with every optional capability."""
 
     name = "reference"
 

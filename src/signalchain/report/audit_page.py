@@ -77,7 +77,8 @@ def render_audit(findings: list[Finding], result: Any, listen: Sequence[dict[str
     ({"label", "audio" [C, T], "sample_rate", "note"}) read by the caller."""
     sources = ", ".join(f"{s['split']}: {s['path']}" for s in result.sources)
     report = HtmlReport("signalchain audit", f"{sources} · {plural(len(result.files), 'example')} · "
-                        f"{result.timings.get('total', 0.0):.1f} s · cache {result.cache.get('hits', 0)} hits")
+                        f"{result.timings.get('total', 0.0):.1f} s · cache {result.cache.get('hits', 0)} hits",
+                        findings=findings)
     report.section("Findings", findings_table(findings), "findings")
     report.section("Splits", _splits(result.splits), "splits")
     report.section("The same audio across splits", _matches(result.matches), "matches")

@@ -79,7 +79,7 @@ def _pair_rows(res: CheckpointBisect) -> list[list[str]]:
 
 def render_checkpoints(res: CheckpointBisect, findings: Sequence[Finding], subtitle: str = "") -> HtmlReport:
     """The self-contained page of one checkpoint bisect."""
-    page = HtmlReport(f"signalchain bisect: {len(res.checkpoints)} checkpoints", subtitle)
+    page = HtmlReport(f"signalchain bisect: {len(res.checkpoints)} checkpoints", subtitle, findings=findings)
     page.section("Findings", findings_table(findings))
     page.section("Over the run", "".join(render_metric(c) for c in _curves(res)))
     page.section(f"Probes ({res.runs} golden runs)",

@@ -7,8 +7,8 @@ from typing import Any
 from ..findings import Finding
 from ..golden.compare import Comparison
 from ..trace import Trace
-from .describe import describe_diff, describe_record
-from .html import HtmlReport, esc, findings_table, table
+from .describe import describe_diff
+from .html import HtmlReport, columns, esc, findings_table, table
 from .inspect_page import provenance_html, stage_html
 
 __all__ = ["render_compare"]
@@ -18,7 +18,7 @@ def render_compare(comparison: Comparison, golden: Trace, new: Trace, provenance
                    findings: list[Finding], new_label: str) -> HtmlReport:
     first = comparison.first_divergence
     verdict = "identical" if first is None else f"first divergent stage: {first.stage}"
-    report = HtmlReport(f"signalchain compare · {verdict}", f"golden vs {new_label}")
+    report = HtmlReport(f"signalchain compare · {verdict}", f"golden vs {new_label}", findings=findings)
     report.section("Verdict", findings_table(findings), "verdict")
     rows = []
     for d in comparison.stages:
@@ -33,9 +33,7 @@ def render_compare(comparison: Comparison, golden: Trace, new: Trace, provenance
         cols = []
         for label, rec in (("golden", a), (new_label, b)):
             body = stage_html(rec, max_examples=4) if rec is not None else '<p class="muted">absent</p>'
-            summary = f"<p>{esc(describe_record(rec))}</p>" if rec is not None else ""
-            cols.append(f"<div style='flex:1;min-width:0'><h3>{esc(label)}</h3>{summary}{body}</div>")
-        report.section(f"{d.stage}: {describe_diff(d)}", f"<div style='display:flex;gap:1em'>{''.join(cols)}</div>",
-                       f"diff-{d.stage}")
+            cols.append(f"<h3>{esc(label)}</h3>{body}")  # stage_html opens with the record's summary
+        report.section(f"{d.stage}: {describe_diff(d)}", columns(*cols), f"diff-{d.stage}")
     report.section("Golden provenance", provenance_html(provenance), "provenance")
     return report

@@ -24,6 +24,7 @@ def render_metric(m: dict[str, Any]) -> str:
     bars:   {"values": {name: number}, "x_label", "logx"}
     table:  {"headers": [...], "rows": [[...]]}
     audio:  {"sample_rate": sr, "clips": [{"label": str, "audio": array [C, T] or [T], "note": str}]}
+            (a clip without "audio" shows its note in place of a player: why there is nothing to hear)
     text:   {"text": str}
     """
     kind, title = m.get("kind"), str(m.get("title", ""))
@@ -41,9 +42,10 @@ def render_metric(m: dict[str, Any]) -> str:
         cards = []
         for clip in m.get("clips", []):
             note = f'<div class="muted">{esc(clip["note"])}</div>' if clip.get("note") else ""
-            cards.append(f'<div class="example"><b>{esc(clip.get("label", ""))}</b>{note}'
-                         f'{audio_player(clip["audio"], sr, clip.get("label", ""))}</div>')
-        return f"<h3>{esc(title)}</h3>" + "".join(cards)
+            player = audio_player(clip["audio"], sr, clip.get("label", "")) if clip.get("audio") is not None \
+                else '<span class="muted">no audio</span>'
+            cards.append(f'<div class="example"><b>{esc(clip.get("label", ""))}</b>{note}<div>{player}</div></div>')
+        return f'<h3>{esc(title)}</h3><div class="players">{"".join(cards)}</div>'
     if kind == "text":
         return f"<h3>{esc(title)}</h3><p>{esc(m.get('text', ''))}</p>"
     return ""
@@ -64,6 +66,7 @@ def render_doctor(findings: list[Finding], metrics: dict[str, Any], families: li
     report = HtmlReport(
         f"signalchain doctor · {title}",
         f"families: {', '.join(families)}" + (f" · not available: {', '.join(unavailable)}" if unavailable else ""),
+        findings=findings,
     )
     report.section("Findings", findings_table(findings), "findings")
     generic: dict[str, list[str]] = {}

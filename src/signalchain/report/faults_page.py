@@ -13,7 +13,8 @@ def render_faults(score: dict[str, Any]) -> HtmlReport:
     s = score["summary"]
     report = HtmlReport("signalchain faults",
                         f"{s['detected']}/{s['faults']} detected · {s['localised']}/{s['faults']} localised · "
-                        f"control errors: {score['control']['errors']} · {s['seconds']} s")
+                        f"control errors: {score['control']['errors']} · {s['seconds']} s",
+                        findings=score["control"]["findings"], judged="the clean control")
     rows = []
     for f in score["faults"]:
         ok = lambda b: '<span class="ok">yes</span>' if b else '<span class="bad">no</span>'  # noqa: E731

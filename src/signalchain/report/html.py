@@ -15,22 +15,35 @@ import soundfile as sf
 from .._atomic import write_text_atomic
 from ..audio.resample import resample
 from ..findings import Finding
+from .banner import BANNER_CSS, verdict_banner
 
-__all__ = ["HtmlReport", "PLAYABLE_RATES", "esc", "audio_player", "image_tag", "table", "findings_table"]
+__all__ = ["HtmlReport", "PLAYABLE_RATES", "esc", "audio_player", "image_tag", "table", "findings_table", "columns"]
 
+# Layout: nothing may lie over anything else at any width from 1100 to 1920 px (tests/report/
+# test_browser_layout.py reads the boxes). Wide tables scroll inside their own box instead of spilling
+# into a neighbour, side-by-side columns are grid tracks that may shrink below their content
+# (min-width:0) and fall under one another when too narrow, and players and pictures never outgrow
+# the column they sit in.
 _CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:0 auto;max-width:1100px;padding:1em 2em;color:#222}
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:0 auto;max-width:1600px;padding:1em 2em;color:#222}
 h1{font-size:1.5em;margin-bottom:.2em} h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:1.6em}
-h3{margin-bottom:.3em} table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
-td,th{border:1px solid #ddd;padding:2px 6px;text-align:left;vertical-align:top} th{background:#f4f4f4}
+h2,h3{overflow-wrap:anywhere} h3{margin-bottom:.3em} table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
+td,th{border:1px solid #ddd;padding:2px 6px;text-align:left;vertical-align:top;overflow-wrap:break-word}
+th{background:#f4f4f4} .scroll{overflow-x:auto;max-width:100%}
 code,.mono{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.9em}
+pre{overflow-x:auto;max-width:100%}
 .error{color:#b00020;font-weight:600}.warning{color:#a15c00;font-weight:600}.info{color:#555}
 .ok{color:#1b7f3b;font-weight:600}.bad{color:#b00020;font-weight:600}
-.example{border:1px solid #e4e4e4;border-radius:6px;padding:.5em .8em;margin:.6em 0;background:#fcfcfc}
+.example{border:1px solid #e4e4e4;border-radius:6px;padding:.5em .8em;margin:.6em 0;background:#fcfcfc;min-width:0}
 .caption{font-size:1.05em;font-style:italic}.muted{color:#777;font-size:.85em}
-audio{height:32px;vertical-align:middle} img{max-width:100%}
+audio{height:32px;vertical-align:middle;max-width:100%} img{max-width:100%;height:auto}
+td audio{width:260px;max-width:none} .cols td audio{width:180px}
+.cols{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,600px),1fr));gap:1em}
+.cols>*{min-width:0}
+.players{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,330px),1fr));gap:0 .8em}
+.players>.example{margin:.3em 0} .players audio{width:100%}
 nav a{margin-right:.8em;font-size:.85em}
-"""
+""" + BANNER_CSS
 
 
 def esc(value: Any) -> str:
@@ -106,9 +119,16 @@ def audio_player(audio: np.ndarray, sample_rate: int, label: str = "") -> str:
 def table(rows: Iterable[Sequence[Any]], headers: Sequence[str], raw: bool = False) -> str:
     """An HTML table; cells are escaped unless `raw` (cells already hold HTML)."""
     cell = (lambda v: str(v)) if raw else esc
-    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers) if any(headers) else ""  # no empty header row
     body = "".join("<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    # its own scroll box: a table wider than its column scrolls there, never over its neighbour
+    thead = f"<thead><tr>{head}</tr></thead>" if head else ""
+    return f'<div class="scroll"><table>{thead}<tbody>{body}</tbody></table></div>'
+
+
+def columns(*bodies: str) -> str:
+    """Blocks side by side in equal columns, one under the other when the page is too narrow for them."""
+    return '<div class="cols">' + "".join(f"<div>{b}</div>" for b in bodies) + "</div>"
 
 
 def findings_table(findings: Sequence[Finding]) -> str:
@@ -126,11 +146,18 @@ def findings_table(findings: Sequence[Finding]) -> str:
 
 
 class HtmlReport:
-    """Sections of HTML appended in order, written as one file."""
+    """Sections of HTML appended in order, written as one file.
 
-    def __init__(self, title: str, subtitle: str = ""):
+    `findings` (Finding objects or their JSON dicts) make the verdict banner under the title: the
+    counts of errors and warnings and the first error (`banner.py`); `judged` says what they judge
+    where the page is not a verdict of its own (an inspect page's recording problems). Every page the
+    commands write gives them; without, the page has no banner.
+    """
+
+    def __init__(self, title: str, subtitle: str = "", findings: Sequence[Any] | None = None, judged: str = ""):
         self.title = title
         self.subtitle = subtitle
+        self.banner = verdict_banner(findings, judged) if findings is not None else ""
         self._sections: list[tuple[str, str, str]] = []
 
     def section(self, title: str, body: str, anchor: str | None = None) -> None:
@@ -143,6 +170,7 @@ class HtmlReport:
             "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
             f"<title>{esc(self.title)}</title><style>{_CSS}</style></head><body>",
             f"<h1>{esc(self.title)}</h1>",
+            self.banner,
             f'<p class="muted">{esc(self.subtitle)}</p>' if self.subtitle else "",
             f"<nav>{nav}</nav>",
         ]

@@ -16,6 +16,7 @@ from ..stats import as_batch_audio
 from ..trace import StageRecord, Trace
 from .describe import describe_record, fmt
 from .html import HtmlReport, audio_player, esc, findings_table, image_tag, table
+from .meta_tables import cell_text, mapping_table, records_table
 from .plots import audio_figure, codes_figure, histogram_figure, mask_figure
 from .symbolic_view import example_rolls_html, symbolic_stage_html
 
@@ -23,7 +24,6 @@ __all__ = ["render_inspect", "provenance_html", "stage_html"]
 
 _MAX_EXAMPLES = 8
 _META_HIDDEN = ("wav", "rendered")  # where the golden keeps its WAVs: shown as players, not as numbers
-_META_ITEMS = 16  # a vocabulary of hundreds of strings is summarised, not printed
 
 
 def provenance_html(prov: dict[str, Any]) -> str:
@@ -89,7 +89,7 @@ def _examples_html(trace: Trace, golden: Golden | None = None) -> str:
         ):
             m = meta.value[i]
             keys = [k for k in ("source_id", "instrument", "key", "bpm", "genre", "moods") if k in m]
-            lines.append('<div class="muted">' + " · ".join(f"{k}: {esc(m[k])}" for k in keys) + "</div>")
+            lines.append('<div class="muted">' + " · ".join(f"{k}: {esc(cell_text(m[k]))}" for k in keys) + "</div>")
         if crop is not None and crop.value is not None and i < len(crop.value):
             lo, hi = (int(v) for v in np.asarray(crop.value[i]).ravel()[:2])
             sr = crop.meta.get("sample_rate")
@@ -115,14 +115,24 @@ def _examples_html(trace: Trace, golden: Golden | None = None) -> str:
 
 
 def _shown_meta(meta: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in meta.items():
-        if k in _META_HIDDEN:
-            continue
-        if isinstance(v, list) and len(v) > _META_ITEMS:
-            v = f"[{len(v)} items: {', '.join(map(repr, v[:4]))}, …]"
-        out[k] = v
-    return out
+    return {k: v for k, v in meta.items() if k not in _META_HIDDEN}
+
+
+#: What true and false mean where the stage's name settles it (DESIGN §2); other masks say only 1 and 0.
+_MASK_MEANINGS = {"mask.loss": ("counted in the loss", "not counted"),
+                  "condition.dropped": ("condition dropped", "condition kept")}
+
+
+def _mask_png(name: str, arr: np.ndarray) -> bytes:
+    """A boolean stage's picture with its axes named: a [B] vector is one cell per example (the batch
+    axis); otherwise example 0 is drawn, [T] or [K, T] (codebooks over frames), or text positions for
+    the condition stages."""
+    meanings = _MASK_MEANINGS.get(name, ("", ""))
+    if arr.ndim == 1:
+        return mask_figure(arr, f"{name} · every example", "example (batch axis)", "", meanings)
+    along = "text token" if name.startswith("condition.") else "frame"
+    rows = "codebook" if arr.ndim == 3 else ""
+    return mask_figure(arr[0], f"{name} · example 0", along, rows, meanings)
 
 
 def stage_html(rec: StageRecord, max_examples: int = _MAX_EXAMPLES, golden: Golden | None = None) -> str:
@@ -131,7 +141,7 @@ def stage_html(rec: StageRecord, max_examples: int = _MAX_EXAMPLES, golden: Gold
              f"<p>{esc(describe_record(rec))}</p>"]
     meta = _shown_meta(rec.meta)
     if meta:
-        parts.append(f'<p class="muted">meta: {esc(meta)}</p>')
+        parts.append(f'<details open><summary class="muted">meta</summary>{mapping_table(meta)}</details>')
     v = rec.value
     if v is None:
         parts.append('<p class="muted">value not kept</p>')
@@ -161,20 +171,13 @@ def stage_html(rec: StageRecord, max_examples: int = _MAX_EXAMPLES, golden: Gold
     elif rec.kind == "text":
         parts.append(table([[str(i), esc(t)] for i, t in enumerate(v)], ["#", "text"], raw=True))
     elif rec.kind == "json":
-        items = v if isinstance(v, list) else [v]
-        parts.append(
-            table(
-                [[str(i), f'<span class="mono">{esc(x)}</span>'] for i, x in enumerate(items[:max_examples])],
-                ["#", "record"],
-                raw=True,
-            )
-        )
+        parts.append(records_table(v if isinstance(v, list) else [v], max_examples))
     elif rec.kind == "scalar":
         parts.append(f"<p><b>{esc(fmt(v, 8))}</b></p>")
     else:
         arr = np.asarray(v)
         if arr.dtype == np.bool_ and arr.ndim >= 1:
-            parts.append(image_tag(mask_figure(arr[0] if arr.ndim >= 2 else arr, f"{rec.name} · example 0"), rec.name))
+            parts.append(image_tag(_mask_png(rec.name, arr), rec.name))
         elif np.issubdtype(arr.dtype, np.integer) and arr.ndim == 3:
             parts.append(
                 image_tag(codes_figure(arr[0], f"{rec.name} · example 0", rec.meta.get("cardinality")), rec.name)
@@ -190,7 +193,9 @@ def render_inspect(golden: Golden) -> HtmlReport:
     trace = golden.trace
     prov = golden.provenance
     report = HtmlReport(f"signalchain inspect · {prov.get('pipeline') or 'pipeline'}",
-                        f"golden batch {golden.path} · {len(trace)} stages")
+                        f"golden batch {golden.path} · {len(trace)} stages",
+                        findings=trace.problems,
+                        judged="inspect runs no checks: these count the problems met while recording")
     report.section("Provenance", provenance_html(prov), "provenance")
     if trace.problems:
         report.section("Recording problems", findings_table(trace.problems), "problems")

@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 from scipy import signal  # noqa: E402
 
 __all__ = ["audio_figure", "waveform_limits", "codes_figure", "mask_figure", "histogram_figure", "line_figure",
@@ -79,7 +80,11 @@ def audio_figure(audio: np.ndarray, sample_rate: int | None, title: str = "") ->
         f, tt, s = signal.spectrogram(mono, fs=sr, nperseg=nper, noverlap=nper // 2)
         db = 10 * np.log10(s + 1e-12)
         top = max(float(db.max()), -100.0)  # an 80 dB window under the loudest bin
-        ax_s.pcolormesh(tt, f, db, shading="auto", vmin=top - 80, vmax=top, cmap="magma")
+        mesh = ax_s.pcolormesh(tt, f, db, shading="auto", vmin=top - 80, vmax=top, cmap="magma")
+        # the colour bar sits in an inset right of the spectrogram, so both panels keep one time axis
+        bar = fig.colorbar(mesh, cax=ax_s.inset_axes([1.015, 0.0, 0.025, 1.0]))
+        bar.set_label("power (dB)", fontsize=8)
+        bar.ax.tick_params(labelsize=7)
     ax_s.set_ylabel("Hz" if sample_rate else "bin")
     ax_s.set_xlabel("seconds" if sample_rate else "samples")
     return _png(fig)
@@ -95,21 +100,35 @@ def codes_figure(codes: np.ndarray, title: str = "", cardinality: int | None = N
                    vmin=0, vmax=cardinality - 1 if cardinality else None)
     ax.set_ylabel("codebook")
     ax.set_xlabel("frame")
-    fig.colorbar(im, ax=ax, pad=0.01)
+    fig.colorbar(im, ax=ax, pad=0.01).set_label("token id", fontsize=8)
     if title:
         ax.set_title(_plain(title), fontsize=9)
     return _png(fig)
 
 
-def mask_figure(mask: np.ndarray, title: str = "") -> bytes:
-    """A boolean mask as black (kept) and white (dropped) cells. mask: [rows, T]."""
+def mask_figure(mask: np.ndarray, title: str = "", xlabel: str = "position", ylabel: str = "",
+                meanings: tuple[str, str] = ("", "")) -> bytes:
+    """A boolean mask as dark (1, true) and light (0, false) cells, with a legend saying so and how many
+    of each. mask: [rows, T] or [T]. `meanings` adds what true and false mean for this stage
+    ("counted in the loss", "not counted"), where its name settles it."""
     mask = np.asarray(mask, dtype=float)
     if mask.ndim == 1:
         mask = mask[None]
     mask = mask.reshape(-1, mask.shape[-1])
-    fig, ax = plt.subplots(figsize=(7, 0.5 + 0.2 * mask.shape[0]))
+    fig, ax = plt.subplots(figsize=(7, 0.7 + 0.2 * mask.shape[0]))
     ax.imshow(mask, aspect="auto", interpolation="nearest", cmap="Greys", vmin=0, vmax=1)
-    ax.set_xlabel("position")
+    ax.set_xlabel(_plain(xlabel))
+    if ylabel:
+        ax.set_ylabel(_plain(ylabel))
+    if mask.shape[0] == 1:
+        ax.set_yticks([])
+    if mask.shape[1] <= 32:  # a short axis (one cell per example): a tick per cell
+        ax.set_xticks(range(mask.shape[1]))
+    ones, total = int((mask > 0.5).sum()), mask.size
+    said = [f" ({m})" if m else "" for m in meanings]
+    handles = [Patch(facecolor="black", edgecolor="black", label=_plain(f"1 = true{said[0]}: {ones} of {total}")),
+               Patch(facecolor="white", edgecolor="black", label=_plain(f"0 = false{said[1]}: {total - ones}"))]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     if title:
         ax.set_title(_plain(title), fontsize=9)
     return _png(fig)

@@ -95,7 +95,8 @@ def _side_by_side(before: dict[str, Any], after: dict[str, Any], keys: list[str]
 def render_verify(findings: list[Finding], m: VerifyMeasurement, v: VerifyVerdict, seconds: float) -> HtmlReport:
     report = HtmlReport(f"signalchain verify · {v.verdict}",
                         f"before: {m.before_name} · after: {m.after_name} · families: {', '.join(m.families)} · "
-                        f"{m.control_note} · seeds {m.seeds} · budget {m.budget} · {seconds:.1f} s")
+                        f"{m.control_note} · seeds {m.seeds} · budget {m.budget} · {seconds:.1f} s",
+                        findings=findings)
     report.section("Verdict", findings_table(findings), "verdict")
     tests = [[esc(_TESTS[k]), '<span class="muted">skipped (--control none)</span>'
               if k == "control_ok" and m.control_waived else _ok(ok)] for k, ok in v.tests().items()]

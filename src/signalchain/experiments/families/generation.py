@@ -58,6 +58,16 @@ def _row(r: GenerationRun) -> list[Any]:
     ]
 
 
+def _order(rep: GenerationMeasurement) -> Any:
+    """Sort key of a sample's name: its run's row in the settings table."""
+    rows = [r.label for r in rep.runs] + [r.label for c in rep.checkpoints[1:] for r in c.runs]
+
+    def key(name: str) -> int:
+        return next((i for i, label in enumerate(rows) if name.startswith(label + " (")), len(rows))
+
+    return key
+
+
 def _metrics(out: GenerationOutcome, side: str, text: str) -> dict[str, Figure]:
     rep: GenerationMeasurement = out.report
     m: dict[str, Figure] = {"generation.verdict": Text("Verdict: where the repetition comes from", text)}
@@ -89,8 +99,12 @@ def _metrics(out: GenerationOutcome, side: str, text: str) -> dict[str, Figure]:
                                           _num(d.profile_similarity), _num(d.valid_profile_similarity),
                                           _num(d.alike_ratio), _num(d.caption_overlap)]])
     if out.sample_rate and out.samples:
-        m["generation.samples"] = Audio("Generated samples per sampling setting (prompt 0)", out.sample_rate,
-                                        [{"label": k, "audio": v} for k, v in out.samples.items()])
+        # one clip per run of the table, in its order; a run with nothing to play says why
+        names = [*out.samples, *out.unheard]
+        clips = [{"label": k, "audio": out.samples[k]} if k in out.samples else {"label": k, "note": out.unheard[k]}
+                 for k in sorted(names, key=_order(rep))]
+        m["generation.samples"] = Audio(f"Generated samples per sampling setting (prompt 0): {len(out.samples)} of "
+                                        f"{len(names)} settings to hear", out.sample_rate, clips)
     if out.sample_rate and out.copies:
         label, sample, example, audio, sr = out.copies[0]
         near = max(rep.nearest, key=lambda n: n.similarity)

@@ -44,6 +44,7 @@ class GenerationOutcome:
     def __init__(self, report: GenerationMeasurement):
         self.report = report
         self.samples: dict[str, np.ndarray] = {}  # label -> decoded audio [C, T] of prompt 0
+        self.unheard: dict[str, str] = {}  # label -> why that run has no audio to play
         self.sample_rate: int | None = None
         self.copies: list[tuple[str, np.ndarray, str, np.ndarray, int]] = []  # (label, sample, example, audio, sr)
         self.codes: dict[str, np.ndarray | None] = {}  # label -> the codes of that run [B, K, T]
@@ -123,12 +124,22 @@ class _Session:
                 self.out.sample_rate = self.out.sample_rate or got.sample_rate
         return r
 
-    def keep_sample(self, label: str, name: str) -> None:
-        audio = _decode_row0(self.p, self.codes.get(label), self.model)
-        if audio is None and label in self.audio:  # generate returned audio: play it as it came
-            audio = self.audio[label][0].astype(np.float32)
+    def keep_sample(self, run: GenerationRun, name: str) -> None:
+        """Prompt 0's audio of a run, for its player; or why it has none."""
+        codes = self.codes.get(run.label)
+        audio = _decode_row0(self.p, codes, self.model)
+        if audio is None and run.label in self.audio:  # generate returned audio: play it as it came
+            audio = self.audio[run.label][0].astype(np.float32)
         if audio is not None:
             self.out.samples[name] = audio
+        elif run.error:
+            self.out.unheard[name] = f"generation failed: {run.error}"
+        elif codes is None:
+            self.out.unheard[name] = "generate returned neither codes nor audio"
+        elif "decode" not in capabilities(self.p):
+            self.out.unheard[name] = "the pipeline has no decode(), so its codes cannot be heard"
+        else:
+            self.out.unheard[name] = "decode() failed on these codes (see the output family)"
 
     def sweep(self) -> None:
         """Configured (two seeds), each setting reset to neutral, plain sampling; more at business."""
@@ -153,8 +164,8 @@ class _Session:
                 prompt = _golden_prompt(self.ctx, rows, int(share * self.frames))
                 if prompt is not None:
                     runs.append(self.run(f"prompt {int(100 * share)}%", {**NEUTRAL, "prompt": prompt}))
-        for label in ("configured", "plain sampling") + (("temperature 0.5", "top_k 20") if self.b.gen_sweep else ()):
-            self.keep_sample(label, f"{label} (fresh model)")
+        for r in runs:  # a player for every setting of the table
+            self.keep_sample(r, f"{r.label} (fresh model)")
 
     def probes(self) -> None:
         self.report.stop = stop_probe(self.p, self.model, self.prompts, self.frames, self.seed)
@@ -188,9 +199,9 @@ class _Session:
                 entropy, loss = _teacher_forced(self.ctx, self.model)
                 runs = [self.run(f"step {step}: configured", {}), self.run(f"step {step}: plain", dict(NEUTRAL))]
                 rep.checkpoints.append(Checkpoint(step, entropy, loss, runs))
-        last = rep.checkpoints[-1]
-        for r in last.runs:
-            self.keep_sample(r.label, f"{r.label} (trained {last.step} steps)")
+        for c in rep.checkpoints[1:]:
+            for r in c.runs:
+                self.keep_sample(r, f"{r.label} (trained {c.step} steps)")
 
     def nearest(self) -> None:
         """The nearest training example to each sample the last checkpoint generates (plain sampling)."""

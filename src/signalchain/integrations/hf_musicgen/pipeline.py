@@ -4,7 +4,7 @@ It trains the way HF's own fine-tuning scripts do: the codec (Encodec) frozen an
 crops under `no_grad`, labels `[B, T', K]` in the decoder's delay pattern with -100 where ignored,
 decoder inputs made by the model from the labels (shifted behind the start token), the loss the
 model computes itself, classifier-free caption dropout, and `guidance_scale` at generation only.
-Every boundary is tapped with the DESIGN §2 names, in HF's own layouts (logits `[B*K, T', V]`).
+Every boundary is tapped with the stage names of docs/taps.md, in HF's own layouts (logits `[B*K, T', V]`).
 
     pipe = HFMusicgenPipeline.from_pretrained("MODEL_DIR", data="data/train")   # a save_pretrained folder
     pipe = HFMusicgenPipeline(model_or_factory_or_config, tokenizer=tok, data="data/train")
@@ -50,7 +50,7 @@ class Batch:
 
 
 class HFMusicgenPipeline(HFGeneration):
-    """Implements the `Pipeline` protocol with every optional capability (DESIGN §3)."""
+    """Implements the `Pipeline` protocol (`signalchain.pipeline`) with every optional capability."""
 
     def __init__(self, model: Any, tokenizer: Any = None, data: Any = None, *, processor: Any = None,
                  name: str = "hf-musicgen", batch_size: int = 4, segment_seconds: float | None = None,

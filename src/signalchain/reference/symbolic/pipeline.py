@@ -79,7 +79,7 @@ class SymBatch:
 
 
 class SymbolicBedPipeline:
-    """Implements the `Pipeline` protocol (DESIGN §3) with the symbolic capabilities."""
+    """Implements the `Pipeline` protocol (`signalchain.pipeline`) with the symbolic capabilities."""
 
     name = "symbolic-bed"
 
