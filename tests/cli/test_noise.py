@@ -23,12 +23,15 @@ def test_python_warnings_and_the_transformers_logger_are_counted_not_printed():
         warnings.warn("a config attribute is overwritten", UserWarning, stacklevel=1)
         root = logging.getLogger("transformers")  # as transformers sets itself up on first use
         handler = logging.StreamHandler(shown)
+        level = root.level
+        root.setLevel(logging.WARNING)  # its default (another test may have made transformers quieter)
         root.addHandler(handler)
         try:
             logging.getLogger("transformers.models.musicgen").warning("Config of the text_encoder is overwritten")
             logging.getLogger("transformers.models.musicgen").error("a real error")
         finally:
             root.removeHandler(handler)
+            root.setLevel(level)
     assert noise.counts == {"RuntimeWarning": 1, "UserWarning": 1, "transformers": 1}
     assert shown.getvalue() == "a real error\n"  # an error is not chatter
     assert noise.summary().startswith("3 library warnings hidden") and "--debug" in noise.summary()
