@@ -55,6 +55,9 @@ class _Hold(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno >= logging.ERROR:
             return True  # a library's error is not chatter
+        if getattr(record, "_signalchain_held", False):
+            return False  # counted at the logger's first handler already
+        record._signalchain_held = True
         self.noise.add(self.kind, record.getMessage().splitlines()[0] if record.getMessage() else "")
         return False
 
