@@ -153,12 +153,14 @@ def test_time_spent_waiting_for_a_cpu_is_not_blamed_on_the_pipeline():
 def test_a_busy_machine_is_said_and_not_judged():
     n = 13
     rep = PerfMeasurement(waits=[0.05] * n, computes=[3.0] * n, device="cpu", wait_delays=[0.04] * n,
-                     compute_delays=[2.95] * n, syncs=[65], module_calls=[63])
+                     compute_delays=[5.9] * n, syncs=[65], module_calls=[63])  # two threads queued
     rep.computes[5] = 9.0
     out = judge_performance(rep)
     assert [f.id for f in out if f.severity.value != "info"] == ["perf.sync_bound"]  # counts need no idle machine
     (busy,) = [f for f in out if f.id == "perf.machine_busy"]
     assert busy.severity.value == "info" and "set_num_threads" in busy.hint
+    # the wait summed over threads exceeds the wall time: said as threads at a time, never "X of Y in all"
+    assert "threads waiting at any moment" in busy.message and "13 updates" in busy.message
     rep.computes[5] = 3.0  # now every update waited for a CPU: no median of 0.0 ms is printed
     (summary,) = [f for f in judge_performance(rep) if f.id == "perf.summary"]
     assert summary.evidence["median_compute_ms"] is None and "median update" not in summary.message
@@ -186,7 +188,10 @@ def test_reads_inside_a_library_are_said_not_blamed_on_the_pipeline():
     assert loud(out) == []
     (info,) = [f for f in out if f.id == "perf.sync_bound"]
     assert info.severity.value == "info" and info.evidence["owner"] == "library"
-    assert LIB in info.hint and "called from train.py:17" in info.hint
+    # the hint names the library's file from its package; the evidence keeps the full path
+    assert "transformers/models/encodec/modeling_encodec.py:153 (×150)" in info.hint
+    assert "site-packages" not in info.hint and LIB in info.evidence["sites"]
+    assert "called from train.py:17" in info.hint
 
 
 def test_the_pipelines_own_reads_are_judged_apart_from_the_librarys():
@@ -199,4 +204,11 @@ def test_the_pipelines_own_reads_are_judged_apart_from_the_librarys():
 def test_a_library_read_in_every_module_call_is_a_warning():
     out = judge_performance(library_report(user=(0, 0), library=(200, 200), calls=(165, 165)))
     (warn,) = loud(out)
-    assert warn.evidence["owner"] == "library" and LIB in warn.hint
+    assert warn.evidence["owner"] == "library" and "transformers/models/encodec/modeling_encodec.py:153" in warn.hint
+
+
+def test_a_fast_update_keeps_its_digits():
+    """A 40 µs update is not "0.0 ms": the summary picks the unit that keeps the figure."""
+    rep = PerfMeasurement(waits=[2e-5] * 8, computes=[4e-5] * 8, device="cpu", syncs=[0], module_calls=[3])
+    (summary,) = [f for f in judge_performance(rep) if f.id == "perf.summary"]
+    assert "median update 40.0 µs" in summary.message and "0.0 ms" not in summary.message

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .._units import plural
 from ..audio._files import display_path
 from ..audio.fingerprint import DIM
 from ..checks.base import make, run_check
@@ -259,7 +260,8 @@ def run_audit(paths: Sequence[str] = (), splits: Sequence[tuple[str, str]] = (),
             if hit is not None:
                 cached[n] = hit
             pending.append((n, item, hit is None and item.path is not None))  # a missing path: measure names why
-        progress.say(f"measuring {len(items)} examples ({len(cached)} from the cache) with {workers} worker(s)")
+        progress.say(f"measuring {plural(len(items), 'example')} ({len(cached)} from the cache) with "
+                     f"{plural(workers, 'worker')}")
         sink = _Collector(cache, keys, cached, max_caption_tokens)
         _dispatch([pending[i : i + CHUNK] for i in range(0, len(pending), CHUNK)], workers, sink, progress)
         sink.flush()

@@ -46,6 +46,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
 
+from .._units import duration, plural, short_path
 from ..findings import Finding
 from ..records.performance import PerfMeasurement
 from .base import make
@@ -175,7 +176,7 @@ def _data_bound(waits: Series, comps: Series) -> list[Finding]:
         return []
     share = w / (w + c)
     return [make("perf.data_bound", "warning", "loader",
-                 f"each update waits {_ms(w)} ms for its batch and computes for {_ms(c)} ms (medians of "
+                 f"each update waits {duration(w)} for its batch and computes for {duration(c)} (medians of "
                  f"{len(ws)} updates): {share:.0%} of the time goes to waiting for data", CHECK,
                  hint="the loader cannot keep up: load and decode in DataLoader workers (num_workers > 0, "
                       "prefetch_factor, pin_memory) instead of the training process, cache decoded clips or "
@@ -191,8 +192,8 @@ def _worker_restart(waits: Series, spots: list[int]) -> Finding:
     costs = [waits[i] - base for i in spots]
     return make("perf.worker_restart", "warning", "loader",
                 f"the loader pays a start-up cost again every ~{round(median(gaps))} batches: the first batch "
-                f"waits {_ms(waits[0])} ms and batches {spots[1:]} wait {_ms(median(costs[1:]))} ms more than "
-                f"the typical {_ms(base)} ms: the data-loader workers are re-created", CHECK,
+                f"waits {duration(waits[0])} and batches {spots[1:]} wait {duration(median(costs[1:]))} more than "
+                f"the typical {duration(base)}: the data-loader workers are re-created", CHECK,
                 hint="keep the workers alive: `persistent_workers=True`, no `max_tasks_per_child`-style recycling "
                      "or per-epoch DataLoader re-creation, no iterator rebuilt every N steps; if workers die "
                      "(out of memory, a crash caught by a retry) fix that, and move heavy imports and file "
@@ -204,8 +205,8 @@ def _worker_restart(waits: Series, spots: list[int]) -> Finding:
 def _slow_worker(cls: SlowClass) -> Finding:
     k, pos = cls.period, cls.positions
     return make("perf.slow_worker", "warning", "loader",
-                f"one batch in {k} (positions {pos}) waits {_ms(cls.slow_median)} ms against "
-                f"{_ms(cls.base)} ms for the others: one of {k} loader workers is slow and the in-order "
+                f"one batch in {k} (positions {pos}) waits {duration(cls.slow_median)} against "
+                f"{duration(cls.base)} for the others: one of {k} loader workers is slow and the in-order "
                 f"loader makes every step of its turn wait", CHECK,
                 hint="find what differs for that worker (its shard, disk or network path, CPU affinity, a "
                      "shared lock); time each worker's `__getitem__` (`torch.utils.data.get_worker_info()`), "
@@ -224,7 +225,7 @@ def _stalls(waits: Series, comps: Series, explained: set[int]) -> list[Finding]:
         if bad:
             worst = max(bad, key=lambda i: comps[i])
             out.append(make("perf.stall", "warning", "runtime",
-                            f"update {worst} took {_ms(comps[worst])} ms against a median of {_ms(c)} ms "
+                            f"update {worst} took {duration(comps[worst])} against a median of {duration(c)} "
                             f"({comps[worst] / c:.0f}×; {len(bad)} of {len(cs)} updates stalled: {bad}); "
                             f"the loader is not the cause: the time is inside the step", CHECK,
                             hint="something blocks inside the update at these steps: a synchronous checkpoint save "
@@ -242,8 +243,8 @@ def _stalls(waits: Series, comps: Series, explained: set[int]) -> list[Finding]:
         if bad:
             worst = max(bad, key=lambda i: waits[i])
             out.append(make("perf.stall", "warning", "loader",
-                            f"the loader stalled: batch {worst} took {_ms(waits[worst])} ms to arrive against a "
-                            f"median of {_ms(w)} ms ({len(bad)} stall(s): {bad})", CHECK,
+                            f"the loader stalled: batch {worst} took {duration(waits[worst])} to arrive against a "
+                            f"median of {duration(w)} ({plural(len(bad), 'stall')}: {bad})", CHECK,
                             hint="one fetch blocked: a network or storage hiccup, a lock, a huge item, a worker "
                                  "timing out; log per-item load times and look at the slow items",
                             batches=bad, stall_ms=[_ms(waits[i]) for i in bad], median_wait_ms=_ms(w)))
@@ -256,7 +257,8 @@ _SYNC_COST = {False: "every read makes the host wait for the device to drain its
 
 def _where(sites: Mapping[str, int], callers: Mapping[str, str] | None = None) -> str:
     items = list(sites.items())[:5]
-    return "; ".join(f"{k} (×{v})" + (f", called from {callers[k]}" if callers and k in callers else "")
+    return "; ".join(f"{short_path(k)} (×{v})"
+                     + (f", called from {short_path(callers[k])}" if callers and k in callers else "")
                      for k, v in items) or "?"
 
 
@@ -323,10 +325,10 @@ def _summary(rep: PerfMeasurement, waits: Series, comps: Series, busy: list[int]
     c = median(cs) if cs else 0.0
     w = median(ws) if ws else None
     s = median(rep.syncs) if rep.syncs else None
-    parts = [f"median update {_ms(c)} ms on {rep.device}" if cs else
+    parts = [f"median update {duration(c)} on {rep.device}" if cs else
              f"no update timed on {rep.device} (each waited for a CPU: no median is worth printing)"]
     if w is not None and cs:
-        parts.append(f"{_ms(w)} ms waiting for each batch ({w / (w + c) if w + c else 0:.0%} of the time)")
+        parts.append(f"{duration(w)} waiting for each batch ({w / (w + c) if w + c else 0:.0%} of the time)")
     if s is not None:
         parts.append(f"{s:g} host reads per update")
     note = f", {len(busy)} dropped as the machine was busy" if busy else ""
@@ -335,13 +337,25 @@ def _summary(rep: PerfMeasurement, waits: Series, comps: Series, busy: list[int]
                 syncs_per_update=s, updates=len(rep.computes), busy_updates=busy, device=rep.device)
 
 
+def _threads_waiting(delay: float, wall: float) -> str:
+    """The run-queue wait summed over threads, said as what it means: it can exceed the wall time
+    (two threads queued for a second are 2 s of wait in 1 s), so it is given as threads at a time."""
+    if wall <= 0:
+        return "no wall time to compare with"
+    share = delay / wall
+    if share >= 1:
+        return f"{share:.1f} threads waiting at any moment, on average"
+    return f"a thread waiting {share:.0%} of the time"
+
+
 def _busy(rep: PerfMeasurement, busy: list[int]) -> Finding:
     delay = sum(rep.wait_delays) + sum(rep.compute_delays)
     wall = sum(rep.waits) + sum(rep.computes)
     return make("perf.machine_busy", "info", "runtime",
-                f"timings not judged: {len(busy)} of {len(rep.computes)} updates spent over half their time "
-                f"waiting for a CPU ({_ms(delay)} ms of run-queue wait, summed over the process's threads, in "
-                f"{_ms(wall)} ms of updates): other processes or too many threads share the cores", CHECK,
+                f"timings not judged: {len(busy)} of {plural(len(rep.computes), 'update')} spent over half their "
+                f"time waiting for a CPU (in {duration(wall)} of updates the process's threads queued for "
+                f"{duration(delay)} together: {_threads_waiting(delay, wall)}): other processes or too many "
+                "threads share the cores", CHECK,
                 hint="rerun on an idle machine, or with fewer intra-op threads (`torch.set_num_threads`) than "
                      "free cores; the host-sync count above does not depend on load",
                 busy_updates=busy, cpu_wait_ms=_ms(delay), wall_ms=_ms(wall))

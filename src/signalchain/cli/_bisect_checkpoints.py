@@ -24,6 +24,7 @@ from ..golden import Golden, Tolerance, load_golden, load_manifest_pipeline, man
 from ..records.checkpoints import CheckpointBisect, CheckpointHealth
 from ..report.bisect_page import render_checkpoints
 from ..report.describe import fmt
+from ..report.progress import Reporter
 from ._common import BUILTIN_PIPELINES, DEFAULT_PIPELINE, emit, resolve
 from ._paths import need_path
 from .golden_cmds import parse_stage_tolerances
@@ -136,8 +137,10 @@ def run_checkpoints_mode(*, con: Console, golden: str, checkpoints: str, pipelin
     con.print(f"bisecting {len(files)} checkpoints ({files[0].name} … {files[-1].name}) with pipeline {spec} "
               f"(from {source}) on the golden batch, seed {seed}, factor {factor:g}", markup=False)
     try:
-        res = bisect_checkpoints(pipe, files, seed=seed, golden=g.trace, golden_loss=_golden_loss(g), factor=factor,
-                                 tolerance=Tolerance(rtol, atol), per_stage=per_stage, progress=con.status)
+        with Reporter("bisect") as rep:  # a bar on a terminal, timed lines in a log
+            res = bisect_checkpoints(pipe, files, seed=seed, golden=g.trace, golden_loss=_golden_loss(g),
+                                     factor=factor, tolerance=Tolerance(rtol, atol), per_stage=per_stage,
+                                     progress=rep.status)
     except SystemExit as exc:
         raise PipelineError(f"the pipeline exited (SystemExit {exc.code!r}) during a probe; "
                             "nothing was bisected") from None

@@ -16,6 +16,8 @@ import click
 from ..errors import PipelineExit, SignalchainError, UsageError
 from ..findings import Finding, exit_code
 from ..pipeline import Pipeline, capabilities, load_pipeline
+from ..report.progress import is_quiet, set_quiet  # (no rich at import: `--help` stays cheap)
+from ._noise import hold_library_noise
 from ._paths import ExistingPath, check_output_target
 
 if TYPE_CHECKING:  # the report (rich, numpy, pages) is imported where a command uses it: `--help` stays cheap
@@ -57,10 +59,13 @@ def hf_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def common_options(html: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """--json, --html (where the command has a page) and --debug on a subcommand."""
+    """--json, --html (where the command has a page), --quiet and --debug on a subcommand."""
 
     def deco(f: Callable[..., Any]) -> Callable[..., Any]:
-        f = click.option("--debug", is_flag=True, help="Show tracebacks for internal errors.")(f)
+        f = click.option("--debug", is_flag=True,
+                         help="Show tracebacks for internal errors, and the libraries' warnings.")(f)
+        f = click.option("--quiet", "-q", is_flag=True, expose_value=False, callback=_quiet_flag,
+                         help="No progress (bars, lines); the findings and the report still print.")(f)
         if html:
             f = click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
                              callback=lambda ctx, param, value: check_output_target(value) or value,
@@ -80,6 +85,12 @@ def _json_target(ctx: click.Context, param: click.Parameter, value: str | None) 
 
     check_output_target(value)
     human_to_stderr(value == "-")
+    return value
+
+
+def _quiet_flag(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    """`--quiet`: set (or reset) on every command, like `--json -`."""
+    set_quiet(value)
     return value
 
 
@@ -116,7 +127,13 @@ def guarded(f: Callable[..., int | None]) -> Callable[..., None]:
     def wrapper(*args: Any, **kwargs: Any) -> None:
         debug = bool(kwargs.get("debug"))
         try:
-            code = f(*args, **kwargs) or 0
+            if debug:  # the libraries' warnings as they come
+                code = f(*args, **kwargs) or 0
+            else:
+                with hold_library_noise() as noise:
+                    code = f(*args, **kwargs) or 0
+                if noise.total and not is_quiet():
+                    click.echo(noise.summary(), err=True)
         except click.exceptions.Exit:
             raise  # click's own ctx.exit(): its code stands
         except (SignalchainError, click.ClickException) as exc:
@@ -287,19 +304,22 @@ def emit(con: Console, findings: Sequence[Finding], *, json_path: str | None, ht
     under a status line `rendering` when given, and where it went; the exit code is `code` when
     given, else 1 when any finding is an error (DESIGN §5).
     """
+    from rich.table import Table
+
     from ..report import print_findings, write_json
+    from ..report.progress import Reporter
+    from ..report.terminal import keep_words
 
     if title is not None:
         print_findings(findings, con, title=title)
     for item in show:
-        con.print(item)
+        con.print(keep_words(item, con.width) if isinstance(item, Table) else item)
     if json_path:
         write_json(json_path, findings, **dict(fields or {}))
     if html_path and page is not None:
-        if rendering:
-            with con.status(rendering):
-                page().write(html_path)
-        else:
+        ctx = click.get_current_context(silent=True)
+        with Reporter(ctx.info_name if ctx and ctx.info_name else "signalchain") as rep:  # pictures take a while
+            rep.say(rendering.rstrip("…") if rendering else f"writing the HTML report {html_path}")
             page().write(html_path)
         con.print(f"report: {html_path}")
     return exit_code(findings) if code is None else code

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .._units import plural
 from ..audio._files import check_path
 from ..audio.io import read_audio
 from ..audit.cache import default_cache_path
@@ -18,6 +18,7 @@ from ..audit.run import Progress as AuditProgress
 from ..errors import SignalchainError, UsageError
 from ..report import console
 from ..report.audit_page import render_audit
+from ..report.progress import Reporter
 from ._clock import elapsed
 from ._common import common_options, emit, guarded
 from ._paths import need_path, need_writable
@@ -28,17 +29,21 @@ _SQLITE = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database
 
 
 class _Bar(AuditProgress):
-    def __init__(self, bar: Progress):
-        self.bar, self.task = bar, bar.add_task("audit: reading", total=None)
+    """The audit's progress, drawn by the command's `Reporter` (a bar, or a timed line per batch)."""
+
+    def __init__(self, rep: Reporter):
+        self.rep = rep
+        rep.say("reading")
 
     def start(self, total: int) -> None:
-        self.bar.update(self.task, total=total, description="audit: measuring")
+        self.rep.start(total)
+        self.rep.say("measuring")
 
     def advance(self, n: int) -> None:
-        self.bar.advance(self.task, n)
+        self.rep.advance(n)
 
     def say(self, what: str) -> None:
-        self.bar.update(self.task, description=f"audit: {what}")
+        self.rep.say(what)
 
 
 def _parse_splits(items: tuple[str, ...]) -> list[tuple[str, str]]:
@@ -152,18 +157,18 @@ def audit(paths: tuple[str, ...], splits: tuple[str, ...], workers: int, max_cap
     con = console()
     if is_midi_dataset(paths, named):
         return _midi(con, paths, named, workers, max_caption_tokens, stats_file, sampler_file, json_path, html_path)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console(stderr=True), transient=True) as bar:
+    with Reporter("audit") as rep:
         result = run_audit(paths, named, workers=workers, max_caption_tokens=max_caption_tokens,
                            stats_file=stats_file, sampler_file=sampler_file,
-                           cache_path=None if no_cache else (cache_path or default_cache_path()), progress=_Bar(bar))
+                           cache_path=None if no_cache else (cache_path or default_cache_path()), progress=_Bar(rep))
     if not result.files and not result.findings:  # a typo'd or empty folder must not pass a CI gate
         where = ", ".join([*paths, *(f"{k}={v}" for k, v in named)])
         raise UsageError(f"nothing to audit in {where}: no audio files, manifest rows or MIDI files found there")
     wall = elapsed()  # what the user waited, start-up and imports included (timings: the audit's own parts)
-    done = (f"{len(result.files)} examples in {wall:.1f} s "
+    done = (f"{plural(len(result.files), 'example')} in {wall:.1f} s "
             f"({result.cache['hits']} from the cache {result.cache['path']})")
-    return emit(con, result.findings, title=f"audit · {len(result.files)} examples", show=[_summary(result), done],
+    title = f"audit · {plural(len(result.files), 'example')}"
+    return emit(con, result.findings, title=title, show=[_summary(result), done],
                 json_path=json_path, fields=dict(sources=result.sources, splits=result.splits, matches=result.matches,
                                                  files=result.files, search=result.search, cache=result.cache,
                                                  timings={**result.timings, "wall": wall}),
@@ -175,13 +180,12 @@ def _midi(con: Any, paths: tuple[str, ...], named: list[tuple[str, str]], worker
     for flag, value in (("--stats", stats_file), ("--sampler", sampler_file)):
         if value:
             raise UsageError(f"{flag} applies to audio datasets; these are MIDI files")
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console(stderr=True), transient=True) as bar:
+    with Reporter("audit") as rep:
         result = run_midi_audit(paths, named, workers=workers, max_caption_tokens=max_caption_tokens,
-                                progress=_Bar(bar))
+                                progress=_Bar(rep))
     wall = elapsed()
-    done = f"{len(result.files)} MIDI files in {wall:.1f} s"
-    title = f"audit · {len(result.files)} MIDI files"
+    done = f"{plural(len(result.files), 'MIDI file')} in {wall:.1f} s"
+    title = f"audit · {plural(len(result.files), 'MIDI file')}"
     return emit(con, result.findings, title=title, show=[_midi_summary(result), done],
                 json_path=json_path, fields=dict(sources=result.sources, splits=result.splits, matches=result.matches,
                                                  files=result.files, search=result.search,

@@ -26,6 +26,7 @@ from ..experiments.bisect._git import repo_root
 from ..experiments.bisect.commits import bisect_commits, default_cache
 from ..golden import Tolerance, load_golden
 from ..report import console
+from ..report.progress import Reporter
 from ._bisect_view import print_outcome, render_bisect
 from ._common import BUILTIN_PIPELINES, common_options, emit, guarded, hf_options
 from ._paths import need_path, need_writable
@@ -135,10 +136,11 @@ def bisect(golden: str, good: str | None, bad: str | None, repo: str | None, che
     cache = None if no_cache else (Path(cache_dir).resolve() if cache_dir else default_cache(root))
     con.print(f"bisecting {root} from {good} (good) to {bad} (bad): pipeline {shown} (from {source}), seed {seed}, "
               f"cache {cache or 'off'}", markup=False)
-    with con.status("preparing the bisect…") as status:
+    with Reporter("bisect") as rep:  # a bar on a terminal, timed lines in a log
+        rep.say("preparing the bisect")
         outcome = bisect_commits(g, root, str(good), str(bad), spec, seed=seed, tolerance=Tolerance(rtol, atol),
                                  per_stage=per_stage, cache=cache, timeout=timeout, spec_from_manifest=False,
-                                 progress=lambda msg: status.update(msg + "…"))
+                                 progress=rep.say)
     findings = judge_bisect(outcome)
     print_outcome(outcome, con)
     return emit(con, findings, title="Findings", json_path=json_path, html_path=html_path,

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import click
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ..experiments.context import BUDGETS
 from ..experiments.doctor import SYMPTOMS, run_doctor, select_families
 from ..pipeline import ProtocolView
 from ..report import console, render_doctor
 from ..report.doctor_page import strip_audio
+from ..report.progress import Reporter
 from ._clock import elapsed
 from ._common import beds_epilog, common_options, emit, guarded, hf_options, resolve, shield_exits
 from ._project import option_or_config
@@ -40,20 +40,17 @@ def doctor(pipeline: str | None, families: tuple[str, ...], symptom: str | None,
     MusicGen with a dataset. The families are audio, data, numerics, optimisation, precision,
     conditioning, generation, output and splits, or those a --symptom selects."""
     con = console()
-    select_families(families, symptom)  # fail fast on a bad name
+    names, _ = select_families(families, symptom)  # fail fast on a bad name
     seed, budget = option_or_config("seed", seed), option_or_config("budget", budget)
     chosen = resolve(pipeline, (), hf_musicgen, data, hf_set)
     assert chosen is not None
     spec = chosen.spec
     pipe = inject_faults(chosen.pipeline, spec, faults)  # an unknown fault is a usage error naming the catalogue
     con.print(chosen.line, markup=False)
-    err = console(stderr=True)  # a bar for a terminal only: in a log or a pipe stderr keeps just the errors
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
-                  transient=True, disable=not err.is_terminal) as bar:
-        task = bar.add_task("doctor: starting", total=None)
+    with Reporter("doctor", total=len(names)) as rep:  # a bar on a terminal, timed lines in a log
         # shield_exits: a sys.exit() in the pipeline's code is its crash (pipeline.step_failed), not our exit code
         result = run_doctor(ProtocolView(shield_exits(pipe)), families, symptom, seed=seed, budget=budget,
-                            progress=lambda what: bar.update(task, description=f"doctor: {what}"))
+                            progress=lambda what: rep.item(what) if what in names else rep.say(what))
     ran = (f"families run: {', '.join(result.families)} in {elapsed():.1f} s"
            + (f"; not available yet: {', '.join(result.unavailable)}" if result.unavailable else ""))
     return emit(

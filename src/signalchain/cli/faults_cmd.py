@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ..errors import UsageError
@@ -11,6 +10,7 @@ from ..experiments.context import BUDGETS
 from ..experiments.scoring import FaultRow, score_catalogue
 from ..pipeline import capabilities
 from ..report import console, render_faults
+from ..report.progress import Reporter
 from ._common import DEFAULT_PIPELINE, beds_epilog, common_options, emit, guarded, resolve_pipeline
 
 __all__ = ["faults"]
@@ -94,12 +94,10 @@ def faults(pipeline: str | None, families: tuple[str, ...], old_family: tuple[st
         control_seeds = [int(s) for s in seeds.split(",") if s.strip()]
     except ValueError:
         raise UsageError(f"--seeds {seeds!r} is not a comma-separated list of integers") from None
-    err = console(stderr=True)  # a bar for a terminal only: in a log or a pipe stderr keeps just the errors
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, disable=not err.is_terminal) as bar:
-        task = bar.add_task("faults", total=len(chosen) + len(control_seeds))
+    with Reporter("faults", total=len(chosen) + len(control_seeds)) as rep:  # a bar, or timed lines in a log
+        rep.say(f"{len(chosen)} faults and {len(control_seeds)} clean seeds")
         score = score_catalogue(spec, chosen, control_seeds, workers, budget, by_symptom=not all_families,
-                                progress=lambda what: bar.update(task, advance=1, description=what[:60]))
+                                progress=lambda what: rep.advance(1, what))
     result = score.to_dict()
     s = result["summary"]
     lines = [

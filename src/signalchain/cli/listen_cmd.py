@@ -8,9 +8,9 @@ from dataclasses import replace
 import click
 import numpy as np
 import soundfile as sf
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
+from .._units import plural
 from ..audio._files import PathState, check_path, display_path, list_files
 from ..audio.fingerprint import MAX_RATE, MIN_RATE
 from ..audio.io import claimed_frames, read_audio
@@ -22,6 +22,8 @@ from ..findings import Finding
 from ..records.output import FileMeasurement
 from ..report import console
 from ..report.listen_page import HEADERS, file_row, render_listen
+from ..report.progress import Reporter
+from ..report.terminal import keep_words
 from ._common import common_options, emit, guarded
 from ._paths import need_path
 
@@ -167,25 +169,22 @@ def listen(paths: tuple[str, ...], rate: int | None, subtype: str | None, json_p
                          f"({', '.join(sorted(AUDIO_SUFFIXES))}) found there")
     reports: list[FileMeasurement] = []
     real: dict[str, str] = {}  # shown name -> the path to open
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console(stderr=True),
-                  transient=True) as bar:
-        task = bar.add_task("listen", total=len(files))
+    with Reporter("listen", total=len(files)) as bar:  # a bar on a terminal, timed lines in a log
         for path in files:
             shown = display_path(path)
-            bar.update(task, description=os.path.basename(shown)[:40])
+            bar.item(os.path.basename(shown)[:40])
             rep = measure_file(path)
             rep.path = shown
             real[shown] = path
             reports.append(rep)
             findings += _judge(path, rep, rate, subtype)
-            bar.advance(task)
-    t = Table(title=f"listen · {len(reports)} files")
+    t = Table(title=f"listen · {plural(len(reports), 'file')}")
     longest = max((len(r.path) for r in reports), default=4)
     for h in HEADERS:  # the file names keep their width first (up to 80 columns); the numbers fold
         t.add_column(h, overflow="fold", min_width=min(longest, 80) if h == "file" else None)
     for r in reports:
         t.add_row(*file_row(r))
-    con.print(t)
+    con.print(keep_words(t, con.width))
     expected = "".join(
         [f" · expected rate {rate} Hz" if rate else "", f" · expected subtype {subtype}" if subtype else ""]
     )

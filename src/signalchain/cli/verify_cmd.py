@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ..checks.verify import judge_verify, verdict_of
 from ..errors import UsageError
@@ -15,6 +14,7 @@ from ..experiments.verify import PipelineState, run_verify
 from ..experiments.verify_states import CheckpointPipeline, CommitState, checkpoint_file
 from ..pipeline import ProtocolView
 from ..report import console
+from ..report.progress import Reporter
 from ..report.verify_page import render_verify, verify_json, verify_lines, verify_table
 from ._clock import elapsed
 from ._common import common_options, emit, guarded, hf_options, resolve, shield_exits
@@ -129,15 +129,11 @@ def verify(before_spec: str | None, before_faults: tuple[str, ...], after_spec: 
         sides.append((ProtocolView(shield_exits(pipe)), name))
     for line in lines:
         con.print(line, markup=False)
-    err = console(stderr=True)
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=err,
-                  transient=True, disable=not err.is_terminal) as bar:
-        task = bar.add_task("verify: starting", total=None)
-        say = lambda what: bar.update(task, description=f"verify: {what}")  # noqa: E731
-        before, after = (s if isinstance(s, CommitState) else PipelineState(s[0], s[1], budget, progress=say)
+    with Reporter("verify") as rep:  # a bar on a terminal, timed lines in a log
+        before, after = (s if isinstance(s, CommitState) else PipelineState(s[0], s[1], budget, progress=rep.say)
                          for s in sides)
         m = run_verify(before, after, symptom=symptom, families=families, control=controls,
-                       seeds=range(seeds), budget=budget)
+                       seeds=range(seeds), budget=budget, progress=rep.say)
     seconds = elapsed()  # wall time from the command's start (loading both states included)
     findings = judge_verify(m)
     v = verdict_of(m)

@@ -15,6 +15,7 @@ from ..errors import UsageError
 from ..experiments.context import BUDGETS
 from ..experiments.scoring import ZooRun, score_zoo
 from ..report import console
+from ..report.progress import Reporter
 from ._common import common_options, emit, guarded
 
 __all__ = ["zoo"]
@@ -147,8 +148,27 @@ def zoo(zoo_spec: str | None, member_names: str | None, fast: bool, beds: tuple[
     families = _names(family_names) if family_names else []
     if families:
         select_families(families)  # unknown names are usage errors
-    err = console(stderr=True)
-    say = lambda line: err.print(line, highlight=False, markup=False)  # noqa: E731  (plain lines: logs too)
+    with Reporter("zoo") as rep:  # lines above a bar on a terminal, timed lines in a log; none with --quiet
+        score, earlier = _run(zoo_mod, chosen, seed_list, families, workers, budget, resume, json_path,
+                              lambda line: rep.note(line.removeprefix("zoo: ")))
+    result = score.to_dict()
+    s = result["summary"]
+    lines: list[Any] = [_table(result)]
+    if result["false_alarms"]:
+        lines.append(_alarms_table(result))
+    failed = f", {s['failed_runs']} runs failed" if s["failed_runs"] else ""
+    lines.append(f"{s['members']} members × {len(seed_list)} seeds = {s['runs']} runs: {s['errors']} errors "
+                 f"({s['runs_with_error']} runs), {s['warnings']} warnings ({s['runs_with_warning']} runs)"
+                 f"{failed} · {s['seconds']} s"
+                 + (f" (this run; {len(earlier)} runs kept from the log)" if earlier else ""))
+    return emit(con, [], show=lines, json_path=json_path, html_path=None,
+                fields={"signalchain": __version__, **result}, code=1 if s["errors"] else 0)
+
+
+def _run(zoo_mod: Any, chosen: list[dict[str, Any]], seed_list: list[int], families: list[str],
+         workers: int | None, budget: str, resume: bool, json_path: str | None,
+         say: Any) -> tuple[Any, list[tuple[ZooRun, str]]]:
+    """Prepare the members and run them (each run appended to the --json file's log as it ends)."""
     zoo_mod.prepare([m["name"] for m in chosen], say)
     say(f"zoo: {len(chosen)} members × seeds {seed_list} ({budget}); performance runs last, one at a time")
     if resume and (not json_path or json_path == "-"):
@@ -172,15 +192,4 @@ def zoo(zoo_spec: str | None, member_names: str | None, fast: bool, beds: tuple[
                 fh.write(json.dumps({**run.to_dict(), "part": part, **same}, default=str) + "\n")
 
     score = score_zoo(chosen, seed_list, families, workers, budget, progress=say, on_run=on_run, earlier=earlier)
-    result = score.to_dict()
-    s = result["summary"]
-    lines: list[Any] = [_table(result)]
-    if result["false_alarms"]:
-        lines.append(_alarms_table(result))
-    failed = f", {s['failed_runs']} runs failed" if s["failed_runs"] else ""
-    lines.append(f"{s['members']} members × {len(seed_list)} seeds = {s['runs']} runs: {s['errors']} errors "
-                 f"({s['runs_with_error']} runs), {s['warnings']} warnings ({s['runs_with_warning']} runs)"
-                 f"{failed} · {s['seconds']} s"
-                 + (f" (this run; {len(earlier)} runs kept from the log)" if earlier else ""))
-    return emit(con, [], show=lines, json_path=json_path, html_path=None,
-                fields={"signalchain": __version__, **result}, code=1 if s["errors"] else 0)
+    return score, earlier

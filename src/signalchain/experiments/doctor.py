@@ -245,8 +245,8 @@ def run_family(fam: Family, ctx: Context, log: dict[str, dict[str, Any]] | None 
                 out.append(missing_capability(ctx.pipeline, gap, step.needed_by))  # type: ignore[arg-type]
             _note(log, step, SKIPPED, f"no {gap}")
             continue
-        if step.say:
-            ctx.say(step.say)
+        if step.say or step.measure is not None:  # every measurement is news to a progress line
+            ctx.say(step.say or f"{fam.name}: {step.name}")
         record = ctx.result(step.reads[0]) if step.measure is None and step.reads else None
         if step.measure is not None:
             key = f"{fam.name}.{step.name}" if step.timing is None else step.timing

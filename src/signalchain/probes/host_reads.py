@@ -35,7 +35,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .base import Probe
-from .frames import OWN_DIR, TORCH_DIR, is_ours
+from .frames import OWN_DIR, code_frames
 
 __all__ = ["HostReads"]
 
@@ -67,25 +67,19 @@ def is_library(path: str) -> bool:
 
 def read_site(depth: int = 2) -> tuple[str, bool, str | None]:
     """(file:line of the read, whether that line is library code, the user's line that called into
-    the library or None), from the innermost frame that is neither torch nor signalchain machinery
-    (an integration's frame is the pipeline's code)."""
-    frame = sys._getframe(depth)
+    the library or None), from the innermost frame of the code signalchain ran (`code_frames`: never
+    torch, signalchain's machinery, the standard library or click; an integration's frame is the
+    pipeline's code)."""
     site: str | None = None
-    library = False
-    while frame is not None:
-        path = os.path.abspath(frame.f_code.co_filename)
-        pipeline_code = path.startswith(_INTEGRATIONS_DIR)
-        if pipeline_code or (not path.startswith(TORCH_DIR) and not is_ours(path) and "<frozen" not in path):
-            where = f"{path}:{frame.f_lineno}"
-            lib = not pipeline_code and is_library(path)
-            if site is None:
-                site, library = where, lib
-                if not lib:
-                    return site, False, None
-            elif not lib:
-                return site, True, where
-        frame = frame.f_back
-    return site or "?", library, None
+    for path, line in code_frames(sys._getframe(depth)):
+        lib = not path.startswith(_INTEGRATIONS_DIR) and is_library(path)
+        if site is None:
+            site = f"{path}:{line}"
+            if not lib:
+                return site, False, None
+        elif not lib:
+            return site, True, f"{path}:{line}"
+    return site or "?", site is not None, None
 
 
 def _on_device(t: Any) -> bool:

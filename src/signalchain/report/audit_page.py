@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .._units import plural
 from ..findings import Finding
 from .html import HtmlReport, audio_player, esc, findings_table, table
 
@@ -75,7 +76,7 @@ def render_audit(findings: list[Finding], result: Any, listen: Sequence[dict[str
     """`result` is an `audit.run.AuditResult`; `listen` holds clips of flagged pairs
     ({"label", "audio" [C, T], "sample_rate", "note"}) read by the caller."""
     sources = ", ".join(f"{s['split']}: {s['path']}" for s in result.sources)
-    report = HtmlReport("signalchain audit", f"{sources} · {len(result.files)} examples · "
+    report = HtmlReport("signalchain audit", f"{sources} · {plural(len(result.files), 'example')} · "
                         f"{result.timings.get('total', 0.0):.1f} s · cache {result.cache.get('hits', 0)} hits",
                         findings=findings)
     report.section("Findings", findings_table(findings), "findings")

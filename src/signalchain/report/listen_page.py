@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from .._units import plural
 from ..findings import Finding
 from ..records.output import FileMeasurement
 from .html import HtmlReport, audio_player, esc, findings_table, image_tag, table
@@ -51,8 +52,8 @@ def render_listen(reports: Sequence[FileMeasurement], findings: Sequence[Finding
                   load: Callable[[str], tuple[np.ndarray, int] | None], expectations: str = "") -> HtmlReport:
     """`load(path)` returns the decoded audio [C, T] and its rate (None when unreadable)."""
     bad = {f.evidence.get("path") for f in findings if f.severity.value != "info"}
-    page = HtmlReport("signalchain listen", f"{len(reports)} files · {len(bad)} with findings" + expectations,
-                      findings=findings)
+    page = HtmlReport("signalchain listen", f"{plural(len(reports), 'file')} · {len(bad)} with findings"
+                      + expectations, findings=findings)
     page.section("Findings", findings_table(findings), "findings")
     page.section("Files", table([file_row(f) for f in reports], HEADERS), "files")
     cards = []
