@@ -33,7 +33,8 @@ run is normalised here, and only that: the seconds a command says it took (`in 7
     python tools/readme_blocks.py           # rewrite README.md's blocks (`make docs`)
     python tools/readme_blocks.py --check   # exit 1 and a short diff when README.md differs
 
-Blocks outside markers (the HF Trainer, Lightning DDP, Monitor, audit, listen, bisect and verify
+The `listen` and `audit` examples' inputs are written first by `tools/_readme_data.py`.
+Blocks outside markers (the HF Trainer, Lightning DDP, Monitor, MIDI audit, bisect and verify
 outputs) come from the runs their text names (tests and benchmarks scripts, minutes each) and are
 not regenerated here.
 """
@@ -54,6 +55,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+sys.path.insert(0, str(ROOT / "tools"))
+from _readme_data import MAKERS  # noqa: E402  (the inputs of the listen and audit examples)
 
 #: name -> (arguments of `signalchain`, exit codes that are the expected verdict, working folder
 #: relative to the run's temporary folder or, with a leading "repo:", to the checkout). The order
@@ -66,6 +69,8 @@ RUNS: dict[str, tuple[tuple[str, ...], tuple[int, ...], str]] = {
     "hf-bed-fault": (("doctor", "hf-bed", "--fault", "decoder_inputs_are_labels", "--symptom",
                       "too-good-validation"), (1,), "."),
     "symbolic-fault": (("doctor", "symbolic-bed", "--family", "data", "--fault", "tokenizer_drops_tempo"), (1,), "."),
+    "listen-takes": (("listen", "take-01.wav", "take-02.wav"), (1,), "."),  # inputs: tools/_readme_data.py
+    "audit-set": (("audit", "sc-audit", "--no-cache"), (1,), "."),
 }
 
 _MARK = re.compile(r"<!-- output:(?P<name>[\w.-]+)(?P<rule>[^>]*?)\s*-->\n(?P<body>.*?)<!-- /output -->\n", re.S)
@@ -107,9 +112,21 @@ class Rule:
 def normalise(text: str, folder: Path | None = None) -> str:
     """Cut what varies between runs: the temporary folder, self-reported seconds, trailing spaces."""
     if folder is not None:
-        text = text.replace(f"{folder}/", "").replace(str(folder), ".")
+        text = "\n".join(_unfold(line, f"{folder}/") for line in text.splitlines())
+        text = text.replace(str(folder), ".")
     text = _SECONDS.sub("in <n> s", text)
     return "\n".join(line.rstrip() for line in text.splitlines())
+
+
+def _unfold(line: str, prefix: str) -> str:
+    """`line` without `prefix`; in a table row the cell keeps its width (the spaces move to its end)."""
+    while prefix in line:
+        at = line.index(prefix)
+        line = line[:at] + line[at + len(prefix):]
+        edge = line.find("│", at)
+        if edge >= 0:
+            line = line[:edge] + " " * len(prefix) + line[edge:]
+    return line
 
 
 def run_all(names: Iterable[str] | None = None, python: str = sys.executable, workers: int | None = None
@@ -131,6 +148,8 @@ def run_all(names: Iterable[str] | None = None, python: str = sys.executable, wo
         def one(name: str) -> None:
             args, codes, cwd = RUNS[name]
             where = ROOT / cwd[5:] if cwd.startswith("repo:") else folder / cwd
+            if name in MAKERS:
+                MAKERS[name](folder)
             done = subprocess.run([python, "-c", "from signalchain.cli import main; main()", *args], cwd=where,
                                   env=env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
             if done.returncode not in codes:

@@ -258,7 +258,8 @@ def judge_captions(items: Sequence[tuple[Item, str]], min_group: int = 3, share:
                 "caption.duplicate",
                 "info",
                 STAGE_DATASET,
-                f"{len(small)} captions are each shared by a few clips (at most {max(map(len, small))}), "
+                (f"1 caption is shared by {len(small[0])} clips, " if len(small) == 1 else
+                 f"{len(small)} captions are each shared by a few clips (at most {max(map(len, small))}), ") +
                 f"e.g. {small[0][0].where} and {small[0][1].where}",
                 CHECK,
                 hint="usually harmless for templated captions",

@@ -165,8 +165,8 @@ def audit(paths: tuple[str, ...], splits: tuple[str, ...], workers: int, max_cap
         where = ", ".join([*paths, *(f"{k}={v}" for k, v in named)])
         raise UsageError(f"nothing to audit in {where}: no audio files, manifest rows or MIDI files found there")
     wall = elapsed()  # what the user waited, start-up and imports included (timings: the audit's own parts)
-    done = (f"{plural(len(result.files), 'example')} in {wall:.1f} s "
-            f"({result.cache['hits']} from the cache {result.cache['path']})")
+    cached = "no cache" if no_cache else f"{result.cache['hits']} from the cache {result.cache['path']}"
+    done = f"{plural(len(result.files), 'example')} in {wall:.1f} s ({cached})"
     title = f"audit · {plural(len(result.files), 'example')}"
     return emit(con, result.findings, title=title, show=[_summary(result), done],
                 json_path=json_path, fields=dict(sources=result.sources, splits=result.splits, matches=result.matches,

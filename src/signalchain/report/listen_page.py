@@ -40,12 +40,12 @@ def file_row(f: FileMeasurement) -> list[str]:
     # samples at full scale (clipped) apart from those beyond it (a float file's overshoot, clipped later)
     return [f.path, f"{f.sample_rate}", f"{f.format}/{f.subtype}", str(f.channels), f"{s.get('seconds', 0):.2f}",
             _db(s.get("rms_dbfs")), _db(s.get("peak_dbfs")), f"{100 * s.get('silence_fraction', 0):.0f}%",
-            f"{100 * max(s.get('clipping_fraction', 0) - over, 0.0):.2f}% / {100 * over:.2f}%",
+            f"{100 * max(s.get('clipping_fraction', 0) - over, 0.0):.2f}%, {100 * over:.2f}%",
             f"{s.get('dc', 0):+.3f}", "—" if corr is None else f"{corr:+.2f}"]
 
 
-HEADERS = ["file", "rate", "format/subtype", "ch", "seconds", "RMS dBFS", "peak dBFS", "silent",
-           "clipped / beyond ±1", "DC", "channel corr."]
+HEADERS = ["file", "rate", "format", "ch", "seconds", "RMS dBFS", "peak dBFS", "silent",
+           "clipped, beyond ±1", "DC", "channel corr."]
 
 
 def render_listen(reports: Sequence[FileMeasurement], findings: Sequence[Finding],
