@@ -50,3 +50,17 @@ def test_audit_in_a_pipe_leaves_no_blank_line(tmp_path: Path):
     assert proc.returncode in (0, 1), proc.stderr
     assert "" not in proc.stderr.splitlines(), repr(proc.stderr)
     assert "3 examples" in proc.stdout
+
+
+def test_capture_and_compare_in_a_pipe_say_what_they_run(tmp_path: Path):
+    """Their spinner was a terminal's only: in a log a slow pipeline's capture said nothing."""
+    golden = tmp_path / "g"
+    cap = run("capture", "--out", str(golden), "--json", "-")
+    assert cap.returncode == 0, cap.stderr
+    assert re.search(r"^\[\s*\d+\.\d s\] capture: capturing the golden batch of reference", cap.stderr, re.M)
+    assert json.loads(cap.stdout)["golden"] == str(golden)
+    cmp = run("compare", str(golden), "--quiet")
+    assert cmp.returncode == 0, cmp.stderr
+    assert "compare:" not in cmp.stderr  # --quiet: none
+    cmp = run("compare", str(golden))
+    assert re.search(r"^\[\s*\d+\.\d s\] compare: re-running reference on the golden batch", cmp.stderr, re.M)

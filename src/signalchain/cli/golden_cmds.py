@@ -7,6 +7,7 @@ Every bad option is a usage error (exit 2, one line), checked before anything sl
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,6 +37,7 @@ from ..report import (
     print_comparison,
     print_trace,
 )
+from ..report.progress import Reporter
 from ..trace import Trace
 from ._common import (
     BUILTIN_PIPELINES,
@@ -153,7 +155,7 @@ def capture(pipeline: str | None, out: str | None, seed: int, faults: tuple[str,
     assert chosen is not None
     pipe, spec = inject_faults(chosen.pipeline, chosen.spec, faults), chosen.spec
     con.print(chosen.line, markup=False)
-    with con.status(f"capturing the golden batch of {pipe.name} (seed {seed})…"):
+    with Reporter("capture") as rep, rep.status(f"capturing the golden batch of {pipe.name} (seed {seed})"):
         run = run_golden(pipe, seed)
         prov = collect_provenance(pipe, spec=spec, seed=seed, faults=list(faults))
         path = save_golden(out, run.trace, prov)
@@ -190,7 +192,9 @@ def _rerun(g: Golden, pipeline: str | None, faults: tuple[str, ...], con: Consol
             f"this run uses {list(faults) or 'none'}"
         )
     con.print(f"re-running pipeline {shown} (from {source}) on the golden batch, seed {seed}", markup=False)
-    with con.status(f"re-running {pipe.name} on the golden batch (seed {seed})…"):
+    quiet = isinstance(con.file, io.StringIO)  # a caller's own buffer (the Python face): nothing on stderr
+    with Reporter("compare", mode="off" if quiet else None) as rep, \
+            rep.status(f"re-running {pipe.name} on the golden batch (seed {seed})"):
         trace = run_golden(pipe, seed).trace
     label = f"{pipe.name} now" + (f" with faults {', '.join(faults)}" if faults else "")
     return trace, label, {"spec": spec, "source": source, "seed": seed}
