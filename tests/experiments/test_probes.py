@@ -53,7 +53,7 @@ def test_probe_counts_taps_pauses_while_ours_runs_and_keeps_the_module_path() ->
         y = model(torch.ones(1, 2))
     assert y.shape == (1, 2)  # the tap returns the value
     assert probe.taps == 1
-    assert probe.seen == [("inner.out", True, "")]  # the tap runs after `inner` returned: the root
+    assert probe.seen == [("inner.out", True, "_Tapping")]  # after `inner` returned: the root, by its class
     assert inner_paused == [True]  # the inner tap is our recorder by default
     assert probe.paused is False and probe.modules == []
     with probe.ours():

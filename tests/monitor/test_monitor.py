@@ -77,7 +77,7 @@ def test_monitor_locates_the_first_bad_op_and_leaves_the_loop_state_alone() -> N
     assert mon.summary() == {"steps": 4, "fired": [2], "skipped": 1, "scaler_skipped": 0, "errors": 2}
     first = next(f for f in mon.findings if f.id == "nonfinite.first")
     assert first.stage == "features" and first.evidence["op"] == "aten.rsqrt.default"
-    assert first.evidence["module"] == "" and first.evidence["step"] == 2
+    assert first.evidence["module"] == "Net" and first.evidence["step"] == 2  # the root's own forward: its class
     assert any(f.id == "nonfinite.loss" for f in mon.findings)
     assert all(bool(torch.isfinite(q).all()) for q in model.parameters())  # the update was skipped
 

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import click
 
-from ..experiments.context import BUDGETS
-from ..experiments.doctor import SYMPTOMS, run_doctor, select_families
+from ..experiments.names import PRESETS, SYMPTOMS
 from ..pipeline import ProtocolView
-from ..report import console, render_doctor
-from ..report.doctor_page import strip_audio
+from ..report import console
 from ..report.progress import Reporter
 from ._clock import elapsed
 from ._common import beds_epilog, common_options, emit, guarded, hf_options, resolve, shield_exits
@@ -18,13 +16,20 @@ from .golden_cmds import fault_option, inject_faults
 __all__ = ["doctor"]
 
 
+def run_doctor(*args, **kwargs):  # type: ignore[no-untyped-def]
+    """`experiments.doctor.run_doctor`, imported when a doctor runs (it brings torch): `--help` stays cheap."""
+    from ..experiments.doctor import run_doctor as run
+
+    return run(*args, **kwargs)
+
+
 @click.command(epilog=beds_epilog())
 @click.argument("pipeline", required=False)
 @click.option("--family", "families", multiple=True, metavar="F", help="Run this family (repeatable); default: all.")
 @click.option("--symptom", type=click.Choice(list(SYMPTOMS)), default=None,
               help="What you observe; selects the families worth running.")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--budget", type=click.Choice(list(BUDGETS)), default="business", show_default=True,
+@click.option("--budget", type=click.Choice(list(PRESETS)), default="business", show_default=True,
               help="How many steps the experiments may take.")
 @fault_option
 @hf_options
@@ -39,6 +44,10 @@ def doctor(pipeline: str | None, families: tuple[str, ...], symptom: str | None,
     `hf-bed` is the bundled HF MusicGen bed, and --hf-musicgen MODEL_DIR --data DATA a saved HF
     MusicGen with a dataset. The families are audio, data, numerics, optimisation, precision,
     conditioning, generation, output and splits, or those a --symptom selects."""
+    from ..experiments.doctor import select_families
+    from ..report import render_doctor
+    from ..report.doctor_page import strip_audio
+
     con = console()
     names, _ = select_families(families, symptom)  # fail fast on a bad name
     seed, budget = option_or_config("seed", seed), option_or_config("budget", budget)

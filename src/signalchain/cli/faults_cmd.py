@@ -6,14 +6,20 @@ import click
 from rich.table import Table
 
 from ..errors import UsageError
-from ..experiments.context import BUDGETS
-from ..experiments.scoring import FaultRow, score_catalogue
+from ..experiments.names import PRESETS
 from ..pipeline import capabilities
-from ..report import console, render_faults
+from ..report import console
 from ..report.progress import Reporter
 from ._common import DEFAULT_PIPELINE, beds_epilog, common_options, emit, guarded, resolve_pipeline
 
 __all__ = ["faults"]
+
+
+def score_catalogue(*args, **kwargs):  # type: ignore[no-untyped-def]
+    """`experiments.scoring.score_catalogue`, imported when a catalogue runs (torch): `--help` stays cheap."""
+    from ..experiments.scoring import score_catalogue as score
+
+    return score(*args, **kwargs)
 
 
 def _rows_table(rows: list[dict], with_results: bool) -> Table:
@@ -48,7 +54,7 @@ def _rows_table(rows: list[dict], with_results: bool) -> Table:
 @click.option("--list", "list_only", is_flag=True, help="Print the catalogue without running it.")
 @click.option("--workers", type=int, default=None, help="Parallel processes (default: CPU count).")
 @click.option("--seeds", default="0,1,2,3,4", show_default=True, help="Seeds of the clean control.")
-@click.option("--budget", type=click.Choice(list(BUDGETS)), default="business", show_default=True)
+@click.option("--budget", type=click.Choice(list(PRESETS)), default="business", show_default=True)
 @click.option("--all-families", is_flag=True, help="Examine each fault with every family, not only its symptom's.")
 @common_options()
 @guarded
@@ -68,6 +74,9 @@ def faults(pipeline: str | None, families: tuple[str, ...], old_family: tuple[st
         raise UsageError(
             f"{spec or DEFAULT_PIPELINE!r} has no fault_catalogue(); only pipelines with a catalogue can be scored"
         )
+    from ..experiments.scoring import FaultRow
+    from ..report import render_faults
+
     catalogue = pipe.fault_catalogue()
     known = {f["name"] for f in catalogue}
     unknown = [n for n in names if n not in known]

@@ -6,16 +6,11 @@ from pathlib import Path
 
 import click
 
-from ..checks.verify import judge_verify, verdict_of
 from ..errors import UsageError
-from ..experiments.context import BUDGETS
-from ..experiments.doctor import SYMPTOMS, select_families
-from ..experiments.verify import PipelineState, run_verify
-from ..experiments.verify_states import CheckpointPipeline, CommitState, checkpoint_file
+from ..experiments.names import PRESETS, SYMPTOMS
 from ..pipeline import ProtocolView
 from ..report import console
 from ..report.progress import Reporter
-from ..report.verify_page import render_verify, verify_json, verify_lines, verify_table
 from ._clock import elapsed
 from ._common import common_options, emit, guarded, hf_options, resolve, shield_exits
 from ._project import option_or_config, project_config
@@ -70,7 +65,7 @@ def _configured_spec(repo: str | None) -> str | None:
               help="A family the fix must not break (repeatable; default: cheap families outside the symptom's "
                    "set: conditioning, numerics, audio; 'none' for no control).")
 @click.option("--seeds", type=int, default=3, show_default=True, help="Run seeds 0..N-1.")
-@click.option("--budget", type=click.Choice(list(BUDGETS)), default="economy", show_default=True,
+@click.option("--budget", type=click.Choice(list(PRESETS)), default="economy", show_default=True,
               help="How many steps the experiments may take (as doctor's).")
 @hf_options
 @common_options()
@@ -87,6 +82,12 @@ def verify(before_spec: str | None, before_faults: tuple[str, ...], after_spec: 
     show no new error, (3) the verdict holds on every seed. Exit 0 fixed, 1 not fixed (an error finding: the
     failure persists, the control regressed, or it does not reproduce), 2 usage, 3 inconclusive (a warning: a test
     could not run, e.g. no control family could judge anything on this pipeline; nothing is confirmed)."""
+    from ..checks.verify import judge_verify, verdict_of  # here: they bring torch, and `--help` stays cheap
+    from ..experiments.doctor import select_families
+    from ..experiments.verify import PipelineState, run_verify
+    from ..experiments.verify_states import CheckpointPipeline, CommitState, checkpoint_file
+    from ..report.verify_page import render_verify, verify_json, verify_lines, verify_table
+
     con = console()
     if not 1 <= seeds <= _MAX_SEEDS:
         raise UsageError(f"--seeds {seeds} is not a number of seeds: give 1 to {_MAX_SEEDS} (3 is the default)")

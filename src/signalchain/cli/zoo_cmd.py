@@ -5,18 +5,20 @@ from __future__ import annotations
 import importlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.table import Table
 
 from .._version import __version__
 from ..errors import UsageError
-from ..experiments.context import BUDGETS
-from ..experiments.scoring import ZooRun, score_zoo
+from ..experiments.names import PRESETS
 from ..report import console
 from ..report.progress import Reporter
 from ._common import common_options, emit, guarded
+
+if TYPE_CHECKING:  # the scoring (torch) is imported when a zoo runs: `--help` stays cheap
+    from ..experiments.scoring import ZooRun
 
 __all__ = ["zoo"]
 
@@ -39,6 +41,8 @@ def _load_zoo(spec: str) -> Any:
 
 def _earlier_runs(log: Path, same: dict[str, Any], say: Any) -> list[tuple[ZooRun, str]]:
     """The runs a stopped zoo wrote, one JSON line each; a torn last line or another budget is skipped."""
+    from ..experiments.scoring import ZooRun
+
     out, skipped = [], 0
     for n, line in enumerate(log.read_text().splitlines(), 1):
         try:
@@ -102,7 +106,7 @@ def _alarms_table(result: dict[str, Any]) -> Table:
 @click.option("--families", "family_names", default=None, metavar="F,G",
               help="Only these families (default: every family each member can run).")
 @click.option("--workers", type=int, default=None, help="Parallel processes (default: CPU count, at most 8).")
-@click.option("--budget", type=click.Choice(list(BUDGETS)), default="business", show_default=True)
+@click.option("--budget", type=click.Choice(list(PRESETS)), default="business", show_default=True)
 @click.option("--resume", is_flag=True,
               help="With --json: keep the runs already in <json>.runs.jsonl (same budget and families), run the rest.")
 @click.option("--list", "list_only", is_flag=True, help="List the members and why each is clean, without running.")
@@ -169,6 +173,8 @@ def _run(zoo_mod: Any, chosen: list[dict[str, Any]], seed_list: list[int], famil
          workers: int | None, budget: str, resume: bool, json_path: str | None,
          say: Any) -> tuple[Any, list[tuple[ZooRun, str]]]:
     """Prepare the members and run them (each run appended to the --json file's log as it ends)."""
+    from ..experiments.scoring import score_zoo
+
     zoo_mod.prepare([m["name"] for m in chosen], say)
     say(f"zoo: {len(chosen)} members × seeds {seed_list} ({budget}); performance runs last, one at a time")
     if resume and (not json_path or json_path == "-"):

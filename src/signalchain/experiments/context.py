@@ -19,11 +19,10 @@ from ..findings import Finding
 from ..pipeline import Pipeline
 from ._seed import seed_everything
 from .capture import GoldenRun, run_golden
+from .names import PRESETS  # re-exported: the budget presets, cheapest first (without torch)
 
 __all__ = ["Budget", "BUDGETS", "PRESETS", "Context", "Knob", "KNOBS", "declare_knobs"]
 
-#: The budget presets, cheapest first.
-PRESETS = ("economy", "business", "full")
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from ..records.figures import Figure
 from ..trace import Trace
 from ._crash import crash_finding
 from .context import BUDGETS, Budget, Context, Knob, declare_knobs
+from .names import SYMPTOMS
 
 __all__ = [
     "Family",
@@ -121,18 +122,6 @@ class Family:
 
 FAMILIES: dict[str, Family] = {}
 
-#: What a user reports → the families worth running (DESIGN §5). Families not built yet are named
-#: anyway; the doctor says which of them it could not run.
-SYMPTOMS: dict[str, tuple[str, ...]] = {
-    "flat-loss": ("data", "optimisation", "precision"),  # a scaler skipping every step is a flat loss
-    "unstable": ("optimisation", "numerics", "precision"),
-    "nan": ("numerics", "precision", "audio", "data"),  # an empty loss mask makes a mean of nothing
-    "silent": ("audio", "data", "output"),
-    "repetitive": ("generation", "data"),
-    "ignores-caption": ("conditioning", "data", "optimisation"),  # gradients must reach the condition path
-    "too-good-validation": ("splits", "data"),  # targets visible in the model's inputs look too good too
-    "slow": ("performance",),
-}
 
 
 def register(fam: Family) -> Family:

@@ -1,0 +1,22 @@
+"""The names the command line offers before anything runs (budget presets, symptoms), without torch:
+`signalchain doctor --help` lists them, and `context.py` / `doctor.py` build on them."""
+
+from __future__ import annotations
+
+__all__ = ["PRESETS", "SYMPTOMS"]
+
+#: How many steps the experiments may take, cheapest first.
+PRESETS = ("economy", "business", "full")
+
+#: What a user reports → the families worth running (docs/families.md). Families not built yet are
+#: named anyway; the doctor says which of them it could not run.
+SYMPTOMS: dict[str, tuple[str, ...]] = {
+    "flat-loss": ("data", "optimisation", "precision"),  # a scaler skipping every step is a flat loss
+    "unstable": ("optimisation", "numerics", "precision"),
+    "nan": ("numerics", "precision", "audio", "data"),  # an empty loss mask makes a mean of nothing
+    "silent": ("audio", "data", "output"),
+    "repetitive": ("generation", "data"),
+    "ignores-caption": ("conditioning", "data", "optimisation"),  # gradients must reach the condition path
+    "too-good-validation": ("splits", "data"),  # targets visible in the model's inputs look too good too
+    "slow": ("performance",),
+}
