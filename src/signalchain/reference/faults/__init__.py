@@ -12,6 +12,7 @@ from . import (  # noqa: F401  (registration)
     nonfinite,
     performance,
     precision,
+    profile,
     repetition,
     silence,
     splits,

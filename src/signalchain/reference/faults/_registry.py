@@ -21,7 +21,8 @@ __all__ = ["Fault", "CATALOGUE", "FAMILIES", "fault", "fault_decorator", "lookup
            "catalogue", "patch_model"]
 
 FAMILIES = ("flat_loss", "learning_rate", "nonfinite", "precision", "repetition_training",
-            "repetition_generation", "conditioning", "silence", "splits", "performance", "step_boundaries")
+            "repetition_generation", "conditioning", "silence", "splits", "performance", "step_boundaries",
+            "profile")
 
 
 @dataclass(frozen=True)

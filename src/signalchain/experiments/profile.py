@@ -1,0 +1,289 @@
+"""A profiled replay of a few training steps, attributed to the pipeline's own stages.
+
+A fresh model and optimizer from the pipeline run `warmup` plain updates (allocator, kernels and
+caches warm), one more plain update timed for the overhead, then `steps` updates under
+`torch.profiler.profile(profile_memory=True, record_shapes=True)` on the CPU (and CUDA where the
+model lives there), through the pipeline's own update (`update_step`: its `train_step` when it
+has one). Batches come from `loader("train")` when the pipeline has one (the wait for each is the
+`loader` window), else the golden batch.
+
+The `StageClock` probe marks each tap, the model's first trainable module call and a sample of the
+user's lines; the profiler's events (operators, `[memory]` allocations and frees) are put on the
+same clock through one `record_function` range per step and bucketed into windows: each tap closes
+the window of its stage, the autograd engine's last event closes `backward` (taps made after the
+backward started, like `grad.norm`, are not boundaries), and `optimizer` runs to the end of the
+update (clipping, the step, the scheduler, zero_grad). Memory is the profiler's own: its `[memory]`
+events on the device the parameters live on (the CPU allocator's bytes here; the CUDA caching
+allocator's on a GPU). This runs on a replay, never in the user's loop.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+from collections import Counter, defaultdict
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from ..pipeline import capabilities
+from ..probes.stage_clock import StageClock
+from ..records.profile import BACKWARD, DATA, LOADER, MODEL, OPTIMIZER, OpTime, StageCost, StepProfile
+from .context import Context
+from .optimisation._train import update_step
+
+__all__ = ["profile_steps", "measure_profile", "TRACE_ENV"]
+
+TRACE_ENV = "SIGNALCHAIN_TRACE"
+
+_STEP = "signalchain.step"
+_MARK = "signalchain.clock"
+_BACKWARD = "autograd::engine::evaluate_function"
+TOP_OPS = 4
+
+
+def _device(model: torch.nn.Module) -> torch.device:
+    p = next(model.parameters(), None)
+    return p.device if p is not None else torch.device("cpu")
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class _Batches:
+    """The next batch: the loader's (its wait timed) or the golden batch."""
+
+    def __init__(self, ctx: Context):
+        self.pipeline = ctx.pipeline
+        self.loader = "loader" in capabilities(ctx.pipeline)
+        self.golden = None if self.loader else ctx.batch()
+        self.it: Any = None
+
+    def next(self) -> Any:
+        if not self.loader:
+            return self.golden
+        if self.it is None:
+            self.it = iter(self.pipeline.loader("train"))
+        return next(self.it)
+
+
+def profile_steps(ctx: Context, steps: int = 2, warmup: int = 1, trace: str | None = None) -> StepProfile:
+    """Profile `steps` updates after `warmup` plain ones and one timed plain one (see the module doc)."""
+    p = ctx.pipeline
+    model = ctx.fresh_model()
+    optimizer = p.build_optimizer(model)
+    device = _device(model)
+    batches = _Batches(ctx)
+    for _ in range(max(1, warmup)):
+        update_step(p, model, optimizer, batches.next())
+    _sync(device)
+    gc.collect()
+    batch = batches.next()
+    t0 = time.perf_counter()
+    update_step(p, model, optimizer, batch)  # the update alone, for the overhead
+    _sync(device)
+    plain = time.perf_counter() - t0
+
+    clock = StageClock()
+    clock.watch_model(model)
+    tap = clock.tap_wrapper()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    bounds: list[tuple[int, int, int, int]] = []  # per step: calibration, start, batch ready, end (perf ns)
+    marks: list[tuple[int, int, int]] = []  # per step: c0, before and after entering the offset mark
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        with clock.attached(), profile(activities=activities, profile_memory=True, record_shapes=True) as prof:
+            clock.start_sampling()
+            try:
+                for _ in range(steps):
+                    c0 = time.perf_counter_ns()
+                    with record_function(_STEP):
+                        t1 = time.perf_counter_ns()
+                        batch = batches.next()
+                        t2 = time.perf_counter_ns()
+                        update_step(p, model, optimizer, batch, tap)
+                        _sync(device)
+                        t3 = time.perf_counter_ns()
+                    with record_function(_MARK):  # the clocks' offset, read where entering is cheap
+                        t4 = time.perf_counter_ns()
+                    marks.append((c0, t3, t4))
+                    bounds.append(((c0 + t1) // 2, t1, t2, t3))
+            finally:
+                clock.stop_sampling()
+    finally:
+        if was_enabled:
+            gc.enable()
+    if trace:
+        prof.export_chrome_trace(trace)
+    rep = _attribute(prof, clock, bounds, marks, device, batches.loader)
+    rep.plain_ms = round(plain * 1000, 3)
+    rep.trace_path = trace
+    return rep
+
+
+def _events(prof: Any, offset: int) -> tuple[list[tuple[int, int, str, int, str]], list[tuple[int, int, str]]]:
+    """(start, end, name, thread, shapes) of the operators and (time, bytes, device) of the memory
+    events, in perf_counter ns, sorted by start."""
+    ops, mem = [], []
+    for e in prof.profiler.kineto_results.events():
+        name = e.name()
+        if name == "[memory]":
+            mem.append((e.start_ns() - offset, int(e.nbytes()), str(e.device_type()).split(".")[-1].lower()))
+        elif not e.is_python_function() and name not in (_STEP, _MARK):
+            shapes = e.shapes()
+            ops.append((e.start_ns() - offset, e.end_ns() - offset, name, e.start_thread_id(),
+                        str([list(s) for s in shapes if s]) if shapes else ""))
+    ops.sort(key=lambda o: (o[3], o[0], -o[1]))
+    mem.sort()
+    return ops, mem
+
+
+def _self_times(ops: list[tuple[int, int, str, int, str]]) -> list[tuple[int, int, str, int, str]]:
+    """Each operator with its self time (its duration less its direct children's) as element 3."""
+    out = []
+    stack: list[list[Any]] = []  # [start, end, name, child time, shapes]
+    thread = None
+
+    def close(item: list[Any]) -> None:
+        out.append((item[0], item[1], item[2], item[1] - item[0] - item[3], item[4]))
+
+    for start, end, name, tid, shapes in ops:
+        if tid != thread:
+            while stack:
+                close(stack.pop())
+            thread = tid
+        while stack and stack[-1][1] <= start:
+            close(stack.pop())
+        if stack:
+            stack[-1][3] += end - start
+        stack.append([start, end, name, 0, shapes])
+    while stack:
+        close(stack.pop())
+    out.sort()
+    return out
+
+
+def _offset(prof: Any, marks: list[tuple[int, int, int]]) -> int:
+    """kineto ns less perf_counter ns, from the offset mark that was entered fastest (the first
+    `record_function` of a run costs a millisecond; later ones microseconds)."""
+    starts = sorted(e.start_ns() for e in prof.profiler.kineto_results.events() if e.name() == _MARK)
+    pairs = sorted((t4 - t3, s - (t3 + t4) // 2) for s, (_, t3, t4) in zip(starts, marks))
+    return pairs[0][1] if pairs else 0
+
+
+def _windows(clock: StageClock, ops: list[Any], start: int, ready: int, end: int,
+             loader: bool) -> list[tuple[str, str, int, int, int, int]]:
+    """(stage, kind, window start, end, value bytes, input bytes) of one step."""
+    bw = [o for o in ops if start <= o[0] <= end and o[2].startswith(_BACKWARD)]
+    bw_start = min((o[0] for o in bw), default=end + 1)
+    bw_end = max((o[1] for o in bw), default=None)
+    model_at = min((t for t in clock.model_calls if ready <= t <= end), default=end)
+    out: list[tuple[str, str, int, int, int, int]] = []
+    if loader:
+        out.append(("loader", LOADER, start, ready, 0, 0))
+    at, before = ready, 0
+    for m in clock.marks:
+        if not ready <= m.t_ns <= end or m.t_ns >= bw_start:
+            continue
+        out.append((m.stage, DATA if m.t_ns <= model_at else MODEL, at, m.t_ns, m.nbytes, before))
+        at, before = m.t_ns, m.nbytes
+    if bw_end is not None:
+        out.append(("backward", BACKWARD, at, bw_end, 0, 0))
+        at = bw_end
+    out.append(("optimizer", OPTIMIZER, at, end, 0, 0))
+    return out
+
+
+def _attribute(prof: Any, clock: StageClock, bounds: list[tuple[int, int, int, int]],
+               marks: list[tuple[int, int, int]], device: torch.device, loader: bool) -> StepProfile:
+    offset = _offset(prof, marks)
+    raw, mem = _events(prof, offset)
+    ops = _self_times(raw)
+    dev = "cuda" if device.type == "cuda" else "cpu"
+    mem = [m for m in mem if m[2] == dev]
+    levels, level = [], 0
+    for t, nbytes, _ in mem:
+        level += nbytes
+        levels.append((t, level))
+
+    def level_at(t: int) -> int:
+        val = 0
+        for tt, lv in levels:  # small lists; a bisect is not worth it
+            if tt > t:
+                break
+            val = lv
+        return val
+
+    acc: dict[str, dict[str, Any]] = {}
+    order: list[str] = []
+    step_total = 0
+    for _, start, ready, end in bounds:
+        step_total += end - start
+        base = level_at(start)
+        for stage, kind, w0, w1, vb, ib in _windows(clock, raw, start, ready, end, loader):
+            a = acc.get(stage)
+            if a is None:
+                a = acc[stage] = {"kind": kind, "ns": 0, "ops": defaultdict(lambda: [0, 0, 0, ""]), "lines": Counter(),
+                                  "alloc": 0, "peak": 0, "peak_level": 0, "kept": 0, "vb": vb, "ib": ib, "spans": defaultdict(list)}
+                order.append(stage)
+            a["ns"] += w1 - w0
+            for s, e, name, self_ns, shapes in ops:
+                if w0 <= s < w1:
+                    o = a["ops"][name]
+                    o[0] += self_ns
+                    o[1] += 1
+                    if self_ns > o[2]:
+                        o[2], o[3] = self_ns, shapes
+                    a["spans"][name].append((s, e))
+            a["lines"].update(line for t, line in clock.samples if w0 <= t < w1)
+            w_base = level_at(w0)
+            inside = [(t, lv) for t, lv in levels if w0 <= t < w1]
+            a["alloc"] += sum(n for t, n, _ in mem if w0 <= t < w1 and n > 0)
+            top = max((lv for _, lv in inside), default=w_base)
+            if top - w_base >= a["peak"]:
+                a["peak"], a["peak_level"], a["kept"] = top - w_base, top - base, level_at(w1) - w_base
+    n = max(1, len(bounds))
+    step_ns = step_total / n
+    stages = []
+    for stage in order:
+        a = acc[stage]
+        ranked = sorted(a["ops"].items(), key=lambda kv: -kv[1][0])[:TOP_OPS]
+        op_rows = [OpTime(name, round(v[0] / n / 1e6, 3), round(v[1] / n, 2), _site(clock, a["spans"][name]), v[3])
+                   for name, v in ranked if v[0] > 0]
+        total_lines = sum(a["lines"].values())
+        lines = {k: round(v / total_lines, 3) for k, v in a["lines"].most_common(3)} if total_lines else {}
+        ms = a["ns"] / n / 1e6
+        stages.append(StageCost(stage, a["kind"], round(ms, 3), round(a["ns"] / n / step_ns, 4) if step_ns else 0.0,
+                                op_rows, lines, round(sum(v[0] for v in a["ops"].values()) / n / 1e6, 3),
+                                int(a["alloc"] / n), int(a["peak"]), int(a["peak_level"]), int(a["kept"]), int(a["vb"]),
+                                int(a["ib"])))
+    source = ("torch.profiler [memory] events of the CUDA caching allocator" if dev == "cuda"
+              else "torch.profiler [memory] events of the CPU allocator (torch tensors; numpy arrays are not seen)")
+    return StepProfile(stages, round(step_ns / 1e6, 3), len(bounds), str(device), source,
+                       "loader" if loader else "golden")
+
+
+def _site(clock: StageClock, spans: list[tuple[int, int]]) -> str:
+    """The user line sampled most often while the operator ran."""
+    spans = sorted(spans)
+    hits: Counter[str] = Counter()
+    for t, line in clock.samples:
+        for s, e in spans:
+            if s > t:
+                break
+            if t < e:
+                hits[line] += 1
+                break
+    return hits.most_common(1)[0][0] if hits else ""
+
+
+def measure_profile(ctx: Context) -> StepProfile:
+    """The doctor's step: `budget.profile_steps` profiled updates; a Chrome trace (Perfetto,
+    chrome://tracing) is written where the environment names one in `SIGNALCHAIN_TRACE`."""
+    return profile_steps(ctx, steps=int(ctx.budget.profile_steps), trace=os.environ.get(TRACE_ENV) or None)

@@ -1,0 +1,67 @@
+"""The record the profiled replay fills and `checks/profile.py` judges: a training step's time and
+memory by the pipeline's own stages (no torch here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["OpTime", "StageCost", "StepProfile", "DATA", "MODEL", "BACKWARD", "OPTIMIZER", "LOADER"]
+
+#: What a stage's window holds: data preparation (before the model's first trainable module ran),
+#: the model's forward and loss, the backward, the update, or the wait for the loader's batch.
+DATA, MODEL, BACKWARD, OPTIMIZER, LOADER = "data", "model", "backward", "optimizer", "loader"
+
+
+@dataclass
+class OpTime:
+    """One operator inside a stage: its self CPU time per step, calls per step, and the user's line
+    that ran it most (sampled; "" when no sample fell inside it)."""
+
+    name: str
+    ms: float
+    calls: float
+    site: str = ""
+    shapes: str = ""  # the input shapes of its costliest call
+
+
+@dataclass
+class StageCost:
+    """One stage's window of the step, averaged over the profiled steps (memory: the largest)."""
+
+    stage: str
+    kind: str  # DATA, MODEL, BACKWARD, OPTIMIZER or LOADER
+    ms: float  # wall time of the window per step
+    share: float  # of the step's wall time (loader wait included)
+    ops: list[OpTime] = field(default_factory=list)  # costliest first (self CPU time)
+    lines: dict[str, float] = field(default_factory=dict)  # user file:line -> share of the window's samples
+    op_ms: float = 0.0  # self CPU time of all the profiler's operators in the window
+    allocated: int = 0  # bytes allocated inside the window (per step)
+    peak: int = 0  # the most bytes live above the level at the window's start (largest over steps)
+    peak_level: int = 0  # bytes live at that moment above the level at the step's start
+    kept: int = 0  # bytes live at the window's end less those at its start (what it left for later)
+    value_bytes: int = 0  # bytes of the value tapped at the stage (its output)
+    input_bytes: int = 0  # bytes of the value tapped just before (its input, as far as taps tell)
+
+
+@dataclass
+class StepProfile:
+    """A profiled replay of a few training steps, the warm-up step(s) excluded."""
+
+    stages: list[StageCost]
+    step_ms: float  # mean wall time of a profiled step (loader wait included)
+    steps: int  # profiled steps averaged
+    device: str
+    memory_source: str  # where the memory numbers come from
+    batches: str  # "loader" or "golden"
+    plain_ms: float | None = None  # a plain (unprofiled) step of the same run, for the overhead
+    trace_path: str | None = None  # the Chrome trace written, when asked
+    notes: list[str] = field(default_factory=list)
+
+    def stage(self, name: str) -> StageCost | None:
+        return next((s for s in self.stages if s.stage == name), None)
+
+    @property
+    def peak_stage(self) -> StageCost | None:
+        """The stage at whose moment the step's live memory was highest."""
+        live = [s for s in self.stages if s.peak > 0]
+        return max(live, key=lambda s: s.peak_level) if live else None
