@@ -1,0 +1,97 @@
+"""The profile judges on synthetic records: each fires on its pattern and stays silent beside it."""
+
+from __future__ import annotations
+
+from signalchain.checks.profile import EXPENSIVE_MS, EXPENSIVE_SHARE, MEMORY_SHARE, excess_bytes, judge_profile
+from signalchain.records.profile import BACKWARD, DATA, LOADER, MODEL, OPTIMIZER, OpTime, StageCost, StepProfile
+
+MB = 1 << 20
+
+
+def _rep(*stages: StageCost, step_ms: float = 400.0) -> StepProfile:
+    return StepProfile(list(stages), step_ms, 2, "cpu", "test", "loader")
+
+
+def _clean() -> list[StageCost]:
+    return [StageCost("loader", LOADER, 100, 0.25), StageCost("audio.resampled", DATA, 30, 0.075),
+            StageCost("tokens", DATA, 25, 0.0625),
+            StageCost("targets", MODEL, 60, 0.15, peak=27 * MB, kept=24 * MB, peak_level=28 * MB, value_bytes=26_000),
+            StageCost("loss", MODEL, 5, 0.0125, peak=3 * MB, kept=3 * MB, peak_level=32 * MB),
+            StageCost("backward", BACKWARD, 160, 0.4, peak=7 * MB, peak_level=39 * MB),
+            StageCost("optimizer", OPTIMIZER, 20, 0.05, peak=1 * MB, peak_level=14 * MB)]
+
+
+def _ids(rep: StepProfile) -> list[tuple[str, str | None]]:
+    return [(f.id, f.stage) for f in judge_profile(rep) if f.id != "perf.profile"]
+
+
+def test_a_clean_profile_has_only_the_info_summary() -> None:
+    out = judge_profile(_rep(*_clean()))
+    assert [f.id for f in out] == ["perf.profile"]
+    assert out[0].severity.value == "info" and out[0].stage == "backward"  # the stage where memory peaks
+
+
+def test_an_expensive_data_stage_is_a_warning_naming_its_operators_and_lines() -> None:
+    stages = _clean()
+    stages[2] = StageCost("tokens", DATA, 600, 0.6, ops=[OpTime("aten::convolution", 500, 5, "/u/codec.py:71")],
+                          lines={"/u/codec.py:71": 0.9})
+    out = [f for f in judge_profile(_rep(*stages, step_ms=1000)) if f.id == "perf.expensive_stage"]
+    assert [(f.stage, f.severity.value) for f in out] == [("tokens", "warning")]
+    assert "60%" in out[0].message and "/u/codec.py:71" in out[0].message
+    assert "cache the tokens" in out[0].hint
+
+
+def test_expensive_share_needs_both_the_share_and_the_floor() -> None:
+    tiny = StageCost("audio.resampled", DATA, EXPENSIVE_MS / 2, 0.9)  # most of a 5 ms step
+    assert _ids(_rep(tiny, step_ms=EXPENSIVE_MS / 1.8)) == []
+    below = StageCost("audio.resampled", DATA, 90, EXPENSIVE_SHARE * 0.9)
+    assert _ids(_rep(below)) == []
+    at = StageCost("audio.resampled", DATA, 90, EXPENSIVE_SHARE)
+    assert _ids(_rep(at)) == [("perf.expensive_stage", "audio.resampled")]
+
+
+def test_model_backward_and_loader_time_is_never_an_expensive_stage() -> None:
+    stages = [StageCost("loader", LOADER, 500, 0.5), StageCost("targets", MODEL, 300, 0.3),
+              StageCost("backward", BACKWARD, 200, 0.2)]
+    assert _ids(_rep(*stages, step_ms=1000)) == []
+
+
+def test_a_data_stage_that_materialises_a_dense_mask_is_a_memory_peak() -> None:
+    stages = _clean()
+    stages.insert(3, StageCost("mask.padding", DATA, 1, 0.0, peak=20 * MB, kept=20 * MB, peak_level=20 * MB,
+                               value_bytes=800, input_bytes=26_000,
+                               ops=[OpTime("aten::fill_", 3, 1, "/u/step.py:9", "[[8, 4, 400, 400]]")]))
+    out = [f for f in judge_profile(_rep(*stages)) if f.id == "perf.memory_peak"]
+    assert [(f.stage, f.severity.value) for f in out] == [("mask.padding", "warning")]
+    assert "[8, 4, 400, 400]" in out[0].message and "/u/step.py:9" in out[0].message
+
+
+def test_a_model_stage_keeping_its_activations_is_not_a_memory_peak_but_its_transients_are() -> None:
+    kept = StageCost("targets", MODEL, 60, 0.15, peak=30 * MB, kept=29 * MB, peak_level=30 * MB)
+    assert excess_bytes(kept) == 1 * MB and _ids(_rep(kept)) == []
+    transient = StageCost("loss", MODEL, 60, 0.15, peak=30 * MB, kept=3 * MB, peak_level=40 * MB)
+    assert _ids(_rep(kept, transient)) == [("perf.memory_peak", "loss")]
+
+
+def test_memory_excess_must_be_large_against_the_stages_own_input_and_output() -> None:
+    # a stage that allocates what its large output and input need: 20 MiB for 10 MiB in and 10 MiB out
+    big_io = StageCost("audio.resampled", DATA, 5, 0.01, peak=20 * MB, kept=10 * MB, peak_level=20 * MB,
+                       value_bytes=10 * MB, input_bytes=10 * MB)
+    assert _ids(_rep(big_io)) == []
+
+
+def test_memory_excess_must_be_a_share_of_the_steps_peak() -> None:
+    step = StageCost("backward", BACKWARD, 100, 0.5, peak=100 * MB, peak_level=100 * MB)
+    small = StageCost("mask.padding", DATA, 1, 0.0, peak=int(MEMORY_SHARE * 0.8 * 100 * MB), peak_level=10 * MB)
+    assert _ids(_rep(step, small)) == []
+    large = StageCost("mask.padding", DATA, 1, 0.0, peak=int(MEMORY_SHARE * 1.5 * 100 * MB), peak_level=10 * MB)
+    assert _ids(_rep(step, large)) == [("perf.memory_peak", "mask.padding")]
+
+
+def test_profile_findings_are_never_errors() -> None:
+    stages = [StageCost("tokens", DATA, 900, 0.9, peak=500 * MB, peak_level=500 * MB)]
+    assert {f.severity.value for f in judge_profile(_rep(*stages, step_ms=1000))} <= {"warning", "info"}
+
+
+def test_an_empty_profile_judges_nothing() -> None:
+    assert judge_profile(_rep()) == []
