@@ -2,14 +2,18 @@
 
 A fresh model and optimizer from the pipeline run `warmup` plain updates (allocator, kernels and
 caches warm), one more plain update timed for the overhead, then `steps` updates under
-`torch.profiler.profile(profile_memory=True, record_shapes=True)` on the CPU (and CUDA where the
+the PyTorch profiler (`profile_memory=True, record_shapes=True`; CPU, and CUDA where the
 model lives there), through the pipeline's own update (`update_step`: its `train_step` when it
 has one). Batches come from `loader("train")` when the pipeline has one (the wait for each is the
 `loader` window), else the golden batch.
 
+The profiler is kineto's, entered through `torch.autograd.profiler.profile`, the object that
+`torch.profiler.profile` wraps: the wrapper imports `torch._inductor` on entry (seconds, once per
+process), which the doctor would pay for nothing.
+
 The `StageClock` probe marks each tap, the model's first trainable module call and a sample of the
 user's lines; the profiler's events (operators, `[memory]` allocations and frees) are put on the
-same clock through one `record_function` range per step and bucketed into windows: each tap closes
+same clock through a `record_function` mark after each step and bucketed into windows: each tap closes
 the window of its stage, the autograd engine's last event closes `backward` (taps made after the
 backward started, like `grad.norm`, are not boundaries), and `optimizer` runs to the end of the
 update (clipping, the step, the scheduler, zero_grad). Memory is the profiler's own: its `[memory]`
@@ -26,7 +30,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 import torch
-from torch.profiler import ProfilerActivity, profile, record_function
+from torch.autograd.profiler import profile, record_function
 
 from ..pipeline import capabilities
 from ..probes.stage_clock import StageClock
@@ -91,14 +95,14 @@ def profile_steps(ctx: Context, steps: int = 2, warmup: int = 1, trace: str | No
     clock = StageClock()
     clock.watch_model(model)
     tap = clock.tap_wrapper()
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     bounds: list[tuple[int, int, int, int]] = []  # per step: calibration, start, batch ready, end (perf ns)
     marks: list[tuple[int, int, int]] = []  # per step: c0, before and after entering the offset mark
     was_enabled = gc.isenabled()
     gc.collect()
     gc.disable()
     try:
-        with clock.attached(), profile(activities=activities, profile_memory=True, record_shapes=True) as prof:
+        with clock.attached(), profile(use_kineto=True, profile_memory=True, record_shapes=True,
+                                             use_device="cuda" if device.type == "cuda" else None) as prof:
             clock.start_sampling()
             try:
                 for _ in range(steps):
@@ -131,7 +135,7 @@ def _events(prof: Any, offset: int) -> tuple[list[tuple[int, int, str, int, str]
     """(start, end, name, thread, shapes) of the operators and (time, bytes, device) of the memory
     events, in perf_counter ns, sorted by start."""
     ops, mem = [], []
-    for e in prof.profiler.kineto_results.events():
+    for e in prof.kineto_results.events():
         name = e.name()
         if name == "[memory]":
             mem.append((e.start_ns() - offset, int(e.nbytes()), str(e.device_type()).split(".")[-1].lower()))
@@ -172,7 +176,7 @@ def _self_times(ops: list[tuple[int, int, str, int, str]]) -> list[tuple[int, in
 def _offset(prof: Any, marks: list[tuple[int, int, int]]) -> int:
     """kineto ns less perf_counter ns, from the offset mark that was entered fastest (the first
     `record_function` of a run costs a millisecond; later ones microseconds)."""
-    starts = sorted(e.start_ns() for e in prof.profiler.kineto_results.events() if e.name() == _MARK)
+    starts = sorted(e.start_ns() for e in prof.kineto_results.events() if e.name() == _MARK)
     pairs = sorted((t4 - t3, s - (t3 + t4) // 2) for s, (_, t3, t4) in zip(starts, marks))
     return pairs[0][1] if pairs else 0
 

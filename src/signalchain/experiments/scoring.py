@@ -166,7 +166,8 @@ def score_catalogue(spec: str, faults: Sequence[dict[str, Any]], control_seeds: 
 _CHECK_FAMILY = {"checks.audio": "audio", "checks.data": "data", "checks.tokens": "data", "checks.inputs": "data",
                  "checks.numerics": "numerics", "checks.gradients": "optimisation", "checks.training": "optimisation",
                  "checks.precision": "precision", "checks.conditioning": "conditioning",
-                 "checks.generation": "generation", "checks.output": "output", "checks.performance": "performance"}
+                 "checks.generation": "generation", "checks.output": "output", "checks.performance": "performance",
+                 "checks.profile": "profile"}
 _ID_FAMILY = {"optim": "optimisation", "grad": "optimisation", "loss": "optimisation", "overfit": "optimisation",
               "model": "optimisation", "dtype": "optimisation", "codec": "optimisation", "amp": "precision",
               "nonfinite": "numerics", "perf": "performance", "split": "splits", "condition": "conditioning",

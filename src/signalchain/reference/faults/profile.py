@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 FAMILY = "profile"
 SECTION = "Slow training and stalled pipelines"
 ENCODER_CHANNELS = 12  # first layer's width; the SEANet-like stack doubles it at each stride
-FIR_TAPS = 1023
-CORPUS = 60_000  # captions in the dataset's caption file
+FIR_TAPS = 2047
+CORPUS = 150_000  # captions in the dataset's caption file
 
 
 def _encoder() -> torch.nn.Module:
@@ -124,7 +124,8 @@ class _RebuiltTokenizer:
 @fault("tokenizer_per_batch", FAMILY, "an unexpectedly expensive calculation: the caption tokenizer is rebuilt "
        "on every batch", SECTION, ["perf.expensive_stage"], "condition.tokens", symptom="slow")
 def _tokenizer_per_batch(p: ReferencePipeline) -> None:
-    corpus = [make_caption(clip_attributes(i % 512)) for i in range(CORPUS)]
+    captions = [make_caption(clip_attributes(i)) for i in range(512)]
+    corpus = [captions[i % len(captions)] for i in range(CORPUS)]
     p.tokenizer = _RebuiltTokenizer(p.tokenizer, corpus)  # type: ignore[assignment]
 
 
