@@ -23,10 +23,13 @@ allocator's on a GPU). This runs on a replay, never in the user's loop.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
+import sys
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -56,6 +59,24 @@ def _device(model: torch.nn.Module) -> torch.device:
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 to /dev/null for the block (C++ logging that Python cannot filter)."""
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no fd 2 (an embedded interpreter): nothing to quiet
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 class _Batches:
@@ -101,8 +122,11 @@ def profile_steps(ctx: Context, steps: int = 2, warmup: int = 1, trace: str | No
     gc.collect()
     gc.disable()
     try:
-        with clock.attached(), profile(use_kineto=True, profile_memory=True, record_shapes=True,
-                                             use_device="cuda" if device.type == "cuda" else None) as prof:
+        prof = profile(use_kineto=True, profile_memory=True, record_shapes=True,
+                       use_device="cuda" if device.type == "cuda" else None)
+        with clock.attached():
+            with _quiet_stderr():  # kineto prints "profiler_start"/"profiler_stop" lines to fd 2
+                prof.__enter__()
             clock.start_sampling()
             try:
                 for _ in range(steps):
@@ -120,6 +144,8 @@ def profile_steps(ctx: Context, steps: int = 2, warmup: int = 1, trace: str | No
                     bounds.append(((c0 + t1) // 2, t1, t2, t3))
             finally:
                 clock.stop_sampling()
+                with _quiet_stderr():
+                    prof.__exit__(None, None, None)
     finally:
         if was_enabled:
             gc.enable()
