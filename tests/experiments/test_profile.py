@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from signalchain.experiments.context import Budget, Context
 import signalchain.experiments.families  # noqa: F401  (registers the families)
+from signalchain.experiments.context import Budget, Context
 from signalchain.experiments.doctor import FAMILIES, run_family
 from signalchain.experiments.profile import profile_steps
 from signalchain.records.profile import BACKWARD, DATA, LOADER, MODEL, OPTIMIZER, StepProfile
@@ -79,3 +79,18 @@ def test_the_doctor_page_shows_the_stage_table_and_the_time_bar(tmp_path: Path) 
     assert "Step time and memory by stage" in html
     assert "Where a step" in html and "time goes, by stage" in html
     assert "audio.resampled" in html and "backward" in html
+
+
+def test_without_a_module_call_the_stage_names_decide_what_is_data_preparation() -> None:
+    from signalchain.experiments.profile import _windows
+    from signalchain.probes.stage_clock import StageClock, TapMark
+
+    clock = StageClock(marks=[TapMark("audio.resampled", 10, 8), TapMark("tokens", 20, 4), TapMark("logits", 30, 16),
+                              TapMark("loss", 40, 4), TapMark("grad.norm", 60, 4)])
+    backward = [(45, 55, "autograd::engine::evaluate_function: MmBackward0", 1, "")]
+    got = [(w[0], w[1], w[2], w[3]) for w in _windows(clock, backward, 0, 5, 70, True)]
+    assert got == [("loader", LOADER, 0, 5), ("audio.resampled", DATA, 5, 10), ("tokens", DATA, 10, 20),
+                   ("logits", MODEL, 20, 30), ("loss", MODEL, 30, 40), ("backward", BACKWARD, 40, 55),
+                   ("optimizer", OPTIMIZER, 55, 70)]
+    clock.model_calls.append(15)  # the model ran inside the tokens window: tokens is the model's
+    assert [w[1] for w in _windows(clock, backward, 0, 5, 70, True)][1:3] == [DATA, MODEL]

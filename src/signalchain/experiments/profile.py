@@ -49,6 +49,10 @@ _STEP = "signalchain.step"
 _MARK = "signalchain.clock"
 _BACKWARD = "autograd::engine::evaluate_function"
 TOP_OPS = 4
+#: Where no trainable module of the model was seen running (a functional model, parameters used
+#: outside modules), the stage vocabulary's data-preparation names decide (DESIGN §2).
+_DATA_STAGES = ("audio.", "caption", "metadata", "crop", "tokens", "mask.padding", "condition.tokens",
+                "condition.mask", "condition.dropped", "midi.", "notes.")
 
 
 def _device(model: torch.nn.Module) -> torch.device:
@@ -93,7 +97,11 @@ class _Batches:
             return self.golden
         if self.it is None:
             self.it = iter(self.pipeline.loader("train"))
-        return next(self.it)
+        try:
+            return next(self.it)
+        except StopIteration:  # a short finite loader: start another epoch
+            self.it = iter(self.pipeline.loader("train"))
+            return next(self.it)
 
 
 def profile_steps(ctx: Context, steps: int = 2, warmup: int = 1, trace: str | None = None) -> StepProfile:
@@ -213,7 +221,7 @@ def _windows(clock: StageClock, ops: list[Any], start: int, ready: int, end: int
     bw = [o for o in ops if start <= o[0] <= end and o[2].startswith(_BACKWARD)]
     bw_start = min((o[0] for o in bw), default=end + 1)
     bw_end = max((o[1] for o in bw), default=None)
-    model_at = min((t for t in clock.model_calls if ready <= t <= end), default=end)
+    model_at = min((t for t in clock.model_calls if ready <= t <= end), default=None)
     out: list[tuple[str, str, int, int, int, int]] = []
     if loader:
         out.append(("loader", LOADER, start, ready, 0, 0))
@@ -221,7 +229,8 @@ def _windows(clock: StageClock, ops: list[Any], start: int, ready: int, end: int
     for m in clock.marks:
         if not ready <= m.t_ns <= end or m.t_ns >= bw_start:
             continue
-        out.append((m.stage, DATA if m.t_ns <= model_at else MODEL, at, m.t_ns, m.nbytes, before))
+        data = m.t_ns <= model_at if model_at is not None else m.stage.startswith(_DATA_STAGES)
+        out.append((m.stage, DATA if data else MODEL, at, m.t_ns, m.nbytes, before))
         at, before = m.t_ns, m.nbytes
     if bw_end is not None:
         out.append(("backward", BACKWARD, at, bw_end, 0, 0))
@@ -259,8 +268,9 @@ def _attribute(prof: Any, clock: StageClock, bounds: list[tuple[int, int, int, i
         for stage, kind, w0, w1, vb, ib in _windows(clock, raw, start, ready, end, loader):
             a = acc.get(stage)
             if a is None:
-                a = acc[stage] = {"kind": kind, "ns": 0, "ops": defaultdict(lambda: [0, 0, 0, ""]), "lines": Counter(),
-                                  "alloc": 0, "peak": 0, "peak_level": 0, "kept": 0, "vb": vb, "ib": ib, "spans": defaultdict(list)}
+                a = acc[stage] = {"kind": kind, "ns": 0, "ops": defaultdict(lambda: [0, 0, 0, ""]),
+                                  "lines": Counter(), "alloc": 0, "peak": 0, "peak_level": 0, "kept": 0, "vb": vb,
+                                  "ib": ib, "spans": defaultdict(list)}
                 order.append(stage)
             a["ns"] += w1 - w0
             for s, e, name, self_ns, shapes in ops:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from signalchain.experiments.context import Context
 import signalchain.experiments.families  # noqa: F401  (registers the families)
+from signalchain.experiments.context import Context
 from signalchain.experiments.doctor import FAMILIES, run_family
 from signalchain.reference import ReferencePipeline
 from signalchain.reference.faults import catalogue, get_fault
