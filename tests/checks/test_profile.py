@@ -95,3 +95,12 @@ def test_profile_findings_are_never_errors() -> None:
 
 def test_an_empty_profile_judges_nothing() -> None:
     assert judge_profile(_rep()) == []
+
+
+def test_a_memory_peak_names_the_likely_cause_from_its_operators() -> None:
+    conv = StageCost("tokens", DATA, 1, 0.0, peak=50 * MB, peak_level=50 * MB,
+                     ops=[OpTime("aten::mkldnn_convolution", 5, 5, "/u/codec.py:3")])
+    mask = StageCost("mask.padding", DATA, 1, 0.0, peak=50 * MB, peak_level=50 * MB,
+                     ops=[OpTime("aten::fill_", 1, 1, "/u/step.py:9")])
+    hints = {f.stage: f.hint for f in judge_profile(_rep(conv, mask)) if f.id == "perf.memory_peak"}
+    assert "cache its output" in hints["tokens"] and "bool [B, T] padding mask" in hints["mask.padding"]

@@ -87,6 +87,15 @@ def excess_bytes(s: StageCost) -> int:
     return 0
 
 
+def _memory_hint(s: StageCost) -> str:
+    if any("conv" in o.name for o in s.ops):
+        return ("a frozen encoder's activations inside the step (a codec on every clip): cache its output once "
+                "and the memory goes with the time")
+    return ("look for a dense tensor built where a compact one would do: a float [B, T, T] (or [B, H, T, T]) "
+            "mask where a bool [B, T] padding mask and `is_causal=True` suffice, a float64/fp32 or host copy of "
+            "the logits for a metric (compute the metric on the argmax, in the logits' dtype, under no_grad)")
+
+
 def _memory(rep: StepProfile) -> list[Finding]:
     top = max((s.peak_level for s in rep.stages), default=0)
     out = []
@@ -104,10 +113,7 @@ def _memory(rep: StepProfile) -> list[Finding]:
                 for o in s.ops[:3]) or "—"),
             {"peak": s.peak, "kept": s.kept, "excess": excess, "value_bytes": s.value_bytes,
              "input_bytes": s.input_bytes, "step_peak": top, "ratio": MEMORY_RATIO, "share": MEMORY_SHARE},
-            "look for a dense tensor built where a compact one would do: a float [B, T, T] (or [B, H, T, T]) "
-            "mask where a bool [B, T] padding mask and `is_causal=True` suffice, a float64/fp32 or host copy of "
-            "the logits for a metric (compute the metric on the argmax or under no_grad in the logits' dtype)",
-            "checks.profile"))
+            _memory_hint(s), "checks.profile"))
     return out
 
 
