@@ -18,7 +18,7 @@ Rules (never `error`: slow training is not broken training):
   The stage is where the varying input is visible: walking back from the last stage tapped before
   the compiled call, the earliest stage of the nearest run of tapped values whose shape changes
   across updates (stages whose shape never changes end the run; values without a shape are
-  skipped). No such stage (the guard is on a Python value, say): no stage.
+  skipped), when the failed guards are about shapes. Otherwise (a Python value, an object): no stage.
 - `perf.graph_break` (info): dynamo split a compiled function; each reason with the user's line.
 - `perf.not_compiled` (info): nothing compiled in the updates watched (or dynamo is unavailable):
   recompiles were not judged, and that is not a healthy verdict.
@@ -127,7 +127,9 @@ def _recompile(rec: CompileRecord) -> list[Finding]:
     kinds = Counter(guard_kind(r) for r in reasons)
     kind = kinds.most_common(1)[0][0] if kinds else "other"
     anchor = Counter(c.after_stage for c in comps if c.after_stage).most_common(1)
-    stage = varying_stage(rec, anchor[0][0] if anchor else None)
+    # only a shape guard is about a tapped value's shape (a Python number's guard is not: the batch's
+    # padded length varying upstream would be blamed for nothing)
+    stage = varying_stage(rec, anchor[0][0] if anchor else None) if kind == "shape" else None
     steps = sorted({c.step for c in comps})
     guard = reasons[-1] if reasons else "dynamo did not say"
     msg = (f"{name} ({short_path(where)}) compiled {plural(len(comps), 'time')} in {plural(rec.steps, 'update')} "

@@ -49,12 +49,16 @@ def _dynamo() -> Any:
 
 
 def dynamo_state() -> int:
-    """How many frames dynamo compiled in this process so far (0 where unknown or unavailable)."""
+    """How many code objects dynamo holds compiled in this process since its last reset (0 where
+    unavailable). Reads `convert_frame.input_codes`, the set `torch._dynamo.reset()` clears; where a
+    torch lacks it, the frames compiled since the process started (an upper bound)."""
     dynamo = _dynamo()
     if dynamo is None:
         return 0
-    frames = dynamo.utils.counters.get("frames", {})
-    return int(frames.get("total", 0)) + len(dynamo.utils.get_compilation_metrics())
+    codes = getattr(getattr(dynamo, "convert_frame", None), "input_codes", None)
+    if codes is not None and hasattr(codes, "seen_ids"):
+        return len(codes.seen_ids)
+    return int(dynamo.utils.counters.get("frames", {}).get("total", 0))
 
 
 def _shape(value: Any) -> list[int] | None:
