@@ -13,6 +13,7 @@ from signalchain.pipeline import ProtocolView
 from signalchain.reference import ReferencePipeline
 from signalchain.reference.config import RefConfig
 from signalchain.reference.faults import get_fault
+from signalchain.reference.faults.compile import causal_attention
 
 dynamo = pytest.importorskip("torch._dynamo")
 torch.set_num_threads(1)
@@ -63,7 +64,8 @@ def test_the_doctor_finds_the_recompiles_at_the_cropped_audio() -> None:
     found = [f for f in _compile(ReferencePipeline(CFG, [NAME])) if f.id == "perf.recompile"]
     assert len(found) == 1 and found[0].stage == "audio.cropped" and found[0].severity.value == "warning"
     ev = found[0].evidence
-    assert ev["guard_kind"] == "shape" and ev["location"].endswith("reference/model.py:161")
+    line = causal_attention.__code__.co_firstlineno
+    assert ev["guard_kind"] == "shape" and ev["location"].endswith(f"reference/faults/compile.py:{line}")
     assert ev["compilations"] >= 4 and "size mismatch" in found[0].message
 
 
@@ -78,6 +80,15 @@ def test_a_compiled_reference_with_fixed_crops_is_silent() -> None:
 
 
 def test_variable_crops_under_dynamos_default_recompile_once_and_are_silent() -> None:
-    p = ReferencePipeline(CFG, [NAME])
-    p.cfg.compile_dynamic = None  # automatic dynamic shapes: the length becomes symbolic after one recompile
-    assert _compile(p) == []
+    """The model compiled with automatic dynamic shapes: the length becomes symbolic after one recompile."""
+    p = ReferencePipeline(RefConfig(**{**CFG.to_dict(), "compile": "eager"}))
+    choose, hop = p.choose_crops, p.codec.hop
+
+    def random_length_crops(lengths, segment, rng):
+        return choose(lengths, hop * int(rng.integers(segment // hop // 2, segment // hop + 1)), rng)
+
+    p.choose_crops = random_length_crops
+    rec = run_doctor(ProtocolView(p), families=["compile"], budget=BUDGET)
+    assert rec.findings == []
+    rows = rec.metrics["compile.compilations"]["rows"]
+    assert [r[0] for r in rows] == [0, 1]  # updates that compiled: the first, and the one that made it dynamic
