@@ -130,3 +130,9 @@ def test_the_family_fires_only_on_per_update_recompiles(variable: bool, kw: Any,
 
 def test_slow_symptom_runs_the_compile_family() -> None:
     assert "compile" in select_families(symptom="slow")[0]
+
+
+def test_the_zoo_tallies_compile_findings_under_the_compile_family() -> None:
+    from signalchain.experiments.scoring import family_of
+
+    assert family_of({"id": "perf.recompile", "severity": "warning", "check": "checks.compile"}) == "compile"
