@@ -31,9 +31,11 @@ def _shapes(steps: int, varying: bool) -> dict[str, list[list[int] | None]]:
 
 def _record(compile_steps: list[int], steps: int = 6, varying: bool = True, reason: str | None = None,
             failed_at: int | None = None) -> CompileRecord:
+    def guard(i: int) -> str:
+        return reason or f"tensor 'x' size mismatch at index 2. expected {50 + i}, actual {51 + i}"
+
     comps = [Compilation(step=s, function="forward", location=WHERE, after_stage="condition.embedding",
-                         reason=None if i == 0 else (reason or f"tensor 'x' size mismatch at index 2. expected {50 + i}, "
-                                                               f"actual {51 + i}"),
+                         reason=None if i == 0 else guard(i),
                          failed="Unsupported: Dynamo recompile limit exceeded" if s == failed_at else None)
              for i, s in enumerate(compile_steps)]
     return CompileRecord(steps=steps, compilations=comps, shapes=_shapes(steps, varying), order=list(ORDER))

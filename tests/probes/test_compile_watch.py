@@ -99,3 +99,11 @@ def test_without_dynamo_only_shapes_are_recorded(monkeypatch: pytest.MonkeyPatch
     watch = _run(Tiny(), [5, 6])
     assert watch.record.available is False and watch.record.steps == 2
     assert watch.record.shapes["tokens"] == [[2, 5, 4], [2, 6, 4]] and cw.dynamo_state() == 0
+
+
+def test_without_compilation_metrics_the_frame_count_still_shows_compilations(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dynamo.utils, "get_compilation_metrics", lambda: [])
+    model = Tiny()
+    model.compile(backend="eager", dynamic=False)
+    rec = _run(model, [5, 6, 7]).record
+    assert [c.step for c in rec.compilations] == [0, 1, 2] and {c.location for c in rec.compilations} == {"?"}

@@ -74,8 +74,8 @@ def _first_line(text: str) -> str:
 def _explanation(text: str) -> str:
     """dynamo's "Explanation:" line and its first "Hint:" line, when its message has them."""
     lines = [ln.strip() for ln in (text or "").splitlines()]
-    keep = [ln for ln in lines if ln.startswith("Explanation:")][:1] + [ln for ln in lines if ln.startswith("Hint:")][:1]
-    return " ".join(keep)
+    explained = [ln for ln in lines if ln.startswith("Explanation:")][:1]
+    return " ".join(explained + [ln for ln in lines if ln.startswith("Hint:")][:1])
 
 
 def _reason(text: str | None) -> str | None:
@@ -142,6 +142,11 @@ class CompileWatch(Probe):
                 step=step, function=str(m.co_name or "?"), location=f"{m.co_filename}:{m.co_firstlineno}",
                 reason=_reason(getattr(m, "recompile_reason", None)), failed=failed,
                 after_stage=before[-1] if before else None))
+        grew = self._frames() - frames0
+        if not new and grew > 0:  # a torch that keeps no compilation metrics: count the frames at least
+            last = self._taps[-1][0] if self._taps else None
+            rec.compilations += [Compilation(step=step, function="?", location="?", after_stage=last)
+                                 for _ in range(grew)]
         known = {b.reason for b in rec.graph_breaks}
         for b in d.graph_break_reasons:
             if id(b) in breaks or not getattr(b, "graph_break", True):

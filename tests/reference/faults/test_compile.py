@@ -46,13 +46,13 @@ def test_the_fault_draws_a_crop_length_per_batch_and_compiles_a_graph_per_step()
     opt = p.build_optimizer(model)
     lengths, graphs = [], []
     it = p.loader("train")
+    seen: dict[str, tuple[int, ...]] = {}
+
+    def tap(stage: str, value, /, **meta):
+        seen[stage] = tuple(getattr(value, "shape", ()))
+        return value
+
     for _ in range(4):
-        seen: dict[str, tuple[int, ...]] = {}
-
-        def tap(stage: str, value, /, **meta):
-            seen.setdefault(stage, tuple(getattr(value, "shape", ())))
-            return value
-
         p.train_step(model, opt, next(it), tap)
         lengths.append(seen["audio.cropped"][-1])
         graphs.append(dynamo.utils.counters["stats"]["unique_graphs"])
