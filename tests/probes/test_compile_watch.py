@@ -107,3 +107,16 @@ def test_without_compilation_metrics_the_frame_count_still_shows_compilations(mo
     model.compile(backend="eager", dynamic=False)
     rec = _run(model, [5, 6, 7]).record
     assert [c.step for c in rec.compilations] == [0, 1, 2] and {c.location for c in rec.compilations} == {"?"}
+
+
+def test_the_recompile_limit_is_seen_and_judged_as_giving_up() -> None:
+    from signalchain.checks.compile import judge_compile
+
+    model = Tiny()
+    model.compile(backend="eager", dynamic=False)
+    limit = int(dynamo.config.recompile_limit)
+    rec = _run(model, list(range(5, 5 + limit + 2))).record
+    failed = [c for c in rec.compilations if c.failed]
+    assert failed and "recompile limit" in (failed[0].failed or "") and failed[0].step == limit
+    (f,) = [f for f in judge_compile(rec) if f.id == "perf.recompile"]
+    assert f.evidence["gave_up"] is True and "eagerly" in f.message

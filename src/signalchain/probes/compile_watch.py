@@ -95,6 +95,7 @@ class CompileWatch(Probe):
         self._dynamo = _dynamo()
         self.record = CompileRecord(available=self._dynamo is not None)
         self._taps: list[tuple[str, int]] = []  # (stage, frames compiled so far) at each tap of this step
+        self._frames_seen: dict[str, tuple[str, str]] = {}  # dynamo's frame id -> (function, file:line)
 
     def _frames(self) -> int:
         if self._dynamo is None:
@@ -138,8 +139,14 @@ class CompileWatch(Probe):
             failed = None
             if getattr(m, "fail_type", None):
                 failed = f"{m.fail_type}: {_first_line(str(m.fail_reason or ''))}"
+            function, location = str(m.co_name or "?"), f"{m.co_filename}:{m.co_firstlineno}"
+            frame = str(getattr(m, "compile_id", None) or "").split("/")[0]  # "0/8": frame 0, its 9th compile
+            if m.co_filename is None:  # the compile dynamo gave up on records no code: its frame's earlier ones do
+                function, location = self._frames_seen.get(frame, ("?", "?"))
+            elif frame:
+                self._frames_seen[frame] = (function, location)
             rec.compilations.append(Compilation(
-                step=step, function=str(m.co_name or "?"), location=f"{m.co_filename}:{m.co_firstlineno}",
+                step=step, function=function, location=location,
                 reason=_reason(getattr(m, "recompile_reason", None)), failed=failed,
                 after_stage=before[-1] if before else None))
         grew = self._frames() - frames0
