@@ -100,6 +100,8 @@ def measure_compile(ctx: Context) -> CompileRecord:
     finally:
         compiled = rec is None or bool(rec.compilations) or dynamo_state() > 0
         after = compiled and reset_dynamo()
-    rec.reset = ", ".join(x for x in ("cleared dynamo's caches before (earlier compilations in this process)"
-                                      if cleared else "", "after (this run's compilations)" if after else "") if x)
+    assert rec is not None  # watch_updates returned (else its exception is on its way)
+    said = ("dynamo reset before the watch (the process held compiled code)" if cleared else "",
+            "reset after it (it compiled)" if after else "")
+    rec.reset = "; ".join(x for x in said if x)
     return rec

@@ -26,7 +26,7 @@ def _tables(rec: CompileRecord) -> dict[str, Figure]:
     rows = [[c.step, c.function, short_path(c.location), c.after_stage or "—", c.reason or ("first" if not c.failed
              else "—"), c.failed or ""] for c in rec.compilations]
     return {"compile.compilations": Table(
-        f"Compilations by torch.compile in {rec.steps} updates",
+        f"Compilations by torch.compile in {rec.steps} updates" + (f" ({rec.reset})" if rec.reset else ""),
         ["update", "function", "where", "after stage", "guard that failed", "gave up"], rows)}
 
 
