@@ -137,7 +137,7 @@ def test_show_becomes_metrics_and_stop_ends_the_family():
 
 def test_the_declared_order_is_the_order_the_families_always_ran_in():
     assert family_order() == ["audio", "data", "numerics", "optimisation", "precision", "conditioning",
-                              "generation", "output", "splits", "performance", "profile"]
+                              "generation", "output", "splits", "performance", "compile", "profile"]
 
 
 def test_steps_run_in_declared_order_unless_after_says_otherwise():

@@ -203,7 +203,8 @@ def _value(ctx: Context, spec: Any, record: Any, mine: list[Finding]) -> Any:
 #: answer that it could not judge). The others say why a step is not evidence.
 JUDGED, MEASURED, SKIPPED, NOT_NEEDED, EMPTY, CRASHED = "judged", "measured", "skipped", "not needed", "empty", \
     "crashed"
-_CANNOT = "pipeline.capability_missing"  # what a judge answers when it could not judge (a stage not tapped)
+#: what a judge answers when it could not judge (a stage not tapped; nothing compiled to watch)
+_CANNOT = frozenset({"pipeline.capability_missing", "perf.not_compiled"})
 
 
 def _note(log: dict[str, dict[str, Any]] | None, step: Step, status: str, why: str = "",
@@ -268,11 +269,11 @@ def run_family(fam: Family, ctx: Context, log: dict[str, dict[str, Any]] | None 
             names.append(check_name(j.fn))
             mine += run_check(names[-1], j.fn, *[_value(ctx, x, record, out + mine) for x in j.inputs])
         out += mine
-        cannot = [f for f in mine if f.id == _CANNOT]
+        cannot = [f for f in mine if f.id in _CANNOT]
         if cannot and len(cannot) == len(mine):
             _note(log, step, SKIPPED, cannot[0].message, names)
         elif step.judges and not (log is not None and log.get(step.name, {}).get("status") == EMPTY):
-            _note(log, step, JUDGED, "", names, [f.id for f in mine if f.id != _CANNOT])
+            _note(log, step, JUDGED, "", names, [f.id for f in mine if f.id not in _CANNOT])
         elif step.measure is not None and not step.judges:
             _note(log, step, MEASURED)
         if step.show is not None:

@@ -18,5 +18,5 @@ SYMPTOMS: dict[str, tuple[str, ...]] = {
     "repetitive": ("generation", "data"),
     "ignores-caption": ("conditioning", "data", "optimisation"),  # gradients must reach the condition path
     "too-good-validation": ("splits", "data"),  # targets visible in the model's inputs look too good too
-    "slow": ("performance", "profile"),
+    "slow": ("performance", "profile", "compile"),
 }

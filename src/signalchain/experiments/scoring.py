@@ -167,7 +167,7 @@ _CHECK_FAMILY = {"checks.audio": "audio", "checks.data": "data", "checks.tokens"
                  "checks.numerics": "numerics", "checks.gradients": "optimisation", "checks.training": "optimisation",
                  "checks.precision": "precision", "checks.conditioning": "conditioning",
                  "checks.generation": "generation", "checks.output": "output", "checks.performance": "performance",
-                 "checks.profile": "profile"}
+                 "checks.profile": "profile", "checks.compile": "compile"}
 _ID_FAMILY = {"optim": "optimisation", "grad": "optimisation", "loss": "optimisation", "overfit": "optimisation",
               "model": "optimisation", "dtype": "optimisation", "codec": "optimisation", "amp": "precision",
               "nonfinite": "numerics", "perf": "performance", "split": "splits", "condition": "conditioning",
@@ -175,7 +175,7 @@ _ID_FAMILY = {"optim": "optimisation", "grad": "optimisation", "loss": "optimisa
               "tokens": "data", "targets": "data", "mask": "data", "batch": "data", "crop": "data", "loader": "data",
               "symbolic": "data", "shape": "data"}
 _FAMILIES = ("audio", "data", "numerics", "optimisation", "precision", "conditioning", "generation", "output",
-             "splits", "performance")
+             "splits", "performance", "compile")
 
 
 def family_of(finding: dict[str, Any]) -> str:

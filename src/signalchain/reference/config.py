@@ -33,6 +33,9 @@ class RefConfig:
     warmup_steps: int = 10
     clip_grad: float = 1.0
     amp: str | None = None  # None, "bf16" (autocast on CPU) or "fp16" (with a GradScaler)
+    # compilation: the torch.compile backend of the model ("eager", "aot_eager", "inductor"); None: not compiled
+    compile: str | None = None
+    compile_dynamic: bool | None = None  # torch.compile(dynamic=...); None: dynamo's automatic dynamic shapes
     # generation
     sampling: dict[str, Any] = field(default_factory=lambda: {
         "temperature": 1.0, "top_k": 0, "top_p": 0.0, "cfg_coef": 3.0, "greedy": False})

@@ -162,7 +162,12 @@ class ReferencePipeline(OutputRoute):
 
     def build_model(self, seed: int) -> MusicLM:
         torch.manual_seed(seed)
-        return MusicLM(self.model_config())
+        model = MusicLM(self.model_config())
+        if self.cfg.compile:
+            # In place (`nn.Module.compile`), so that `model(...)` inside `compute_predictions` runs compiled
+            # and the model keeps its class and methods.
+            model.compile(backend=self.cfg.compile, dynamic=self.cfg.compile_dynamic)
+        return model
 
     def param_groups(self, model: MusicLM) -> list[dict[str, Any]]:
         """Weight decay on matrices only, as usual for transformers."""

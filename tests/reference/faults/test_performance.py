@@ -55,7 +55,8 @@ def _loader_waits(loader: Iterator[Any], batches: int) -> np.ndarray:
 # ---- registration and a step that runs ------------------------------------------------------------
 
 def test_every_performance_fault_is_registered_with_id_and_stage() -> None:
-    assert {f.name for f in catalogue("performance")} == set(NAMES)
+    # this file's faults (faults/compile.py registers in the same method section)
+    assert {f.name for f in catalogue("performance") if f.apply.__module__.endswith(".performance")} == set(NAMES)
     for name, (finding, stage) in NAMES.items():
         f = get_fault(name)
         assert f.expected_ids == (finding,) and f.expected_stage == stage

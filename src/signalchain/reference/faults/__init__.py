@@ -5,6 +5,7 @@ all. Detectors never see any of this (DESIGN §6): they see only what the pipeli
 """
 
 from . import (  # noqa: F401  (registration)
+    compile,
     conditioning,
     flat_loss,
     flat_loss_data,
