@@ -25,7 +25,7 @@ __all__ = ["zoo"]
 #: The bundled zoo (user layer, named by string like the default pipeline: nothing below imports it).
 DEFAULT_ZOO = "signalchain.reference.zoo"
 _FAMILY_ORDER = ("audio", "data", "numerics", "optimisation", "precision", "conditioning", "generation", "output",
-                 "splits", "performance")
+                 "splits", "performance", "compile", "profile")
 
 
 def _load_zoo(spec: str) -> Any:

@@ -175,7 +175,7 @@ _ID_FAMILY = {"optim": "optimisation", "grad": "optimisation", "loss": "optimisa
               "tokens": "data", "targets": "data", "mask": "data", "batch": "data", "crop": "data", "loader": "data",
               "symbolic": "data", "shape": "data"}
 _FAMILIES = ("audio", "data", "numerics", "optimisation", "precision", "conditioning", "generation", "output",
-             "splits", "performance", "compile")
+             "splits", "performance", "compile", "profile")
 
 
 def family_of(finding: dict[str, Any]) -> str:
