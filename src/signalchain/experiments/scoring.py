@@ -144,11 +144,14 @@ def score_catalogue(spec: str, faults: Sequence[dict[str, Any]], control_seeds: 
                     progress(f"control seed {item}")
 
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        for row in untimed:
-            symptom = row.symptom if by_symptom else None
-            jobs[pool.submit(run_one, spec, row.name, 0, budget, (), symptom)] = ("fault", row)
+        # Longest first (every family: the clean control, then faults without a symptom), so that no
+        # long run starts last while the other workers idle. A worker process runs many jobs: its
+        # imports, and what the pipeline caches per process (rendered clips), serve every later job.
         for seed in control_seeds:
             jobs[pool.submit(run_one, spec, None, seed, budget, (), None)] = ("control", seed)
+        for row in sorted(untimed, key=lambda r: by_symptom and r.symptom is not None):
+            symptom = row.symptom if by_symptom else None
+            jobs[pool.submit(run_one, spec, row.name, 0, budget, (), symptom)] = ("fault", row)
         collect(jobs)
     if timed:
         with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
