@@ -5,8 +5,8 @@
 `--bed hf` runs it on the tiny Hugging Face MusicGen pipeline (`signalchain.reference.hf`), `--bed symbolic`
 on the caption-conditioned REMI bed (`signalchain.reference.symbolic`).
 `--bed all` runs the three in turn. Prints the wall time of each family and of the whole run with each
-family's share, the machine's load average beside them (the figures are only comparable at a like
-load), the goal of issue 27 (25 s on the reference and HF beds, 20 s on the symbolic bed), and (for
+family's share, the process's CPU time (with `--threads 1`, about the wall time on an idle machine),
+the machine's load average beside them (wall figures are only comparable at a like load), the goal of issue 27 (25 s on the reference and HF beds, 20 s on the symbolic bed), and (for
 scale, in the same run) the time of one plain training step of the bed, so the doctor's cost reads as
 a number of steps.
 """
@@ -65,13 +65,17 @@ def bench(bed: str, budget: str, seeds: list[int]) -> None:
     print(f"[{bed}] torch threads {torch.get_num_threads()} · bed built in {built:.1f} s · one plain train step of "
           f"{pipe.name}: {step * 1000:.0f} ms · {load()}")
     for seed in seeds:
+        cpu0 = time.process_time()
         r = run_doctor(ProtocolView(make_bed(bed)), seed=seed, budget=budget)
+        cpu = time.process_time() - cpu0  # CPU seconds of this process: what load beside it changes least
         fam = {k: v for k, v in r.timings.items() if "." not in k}
         errors = [f.id for f in r.findings if f.severity.value in ("error", "warning")]
         goal = GOALS[bed]
         print(f"[{bed}] seed {seed}: every family ({', '.join(r.families)}) in {r.seconds:.1f} s "
               f"= {r.seconds / step:.0f} plain steps; goal {goal:.0f} s: {'within' if r.seconds <= goal else 'OVER'}; "
               f"errors and warnings on the clean pipeline: {errors or 'none'} · {load()}")
+        print(f"[{bed}] seed {seed}: CPU {cpu:.1f} s of this process ({torch.get_num_threads()} torch threads: on an "
+              f"idle machine the wall time is about the CPU time with 1 thread)")
         for name, secs in sorted(fam.items(), key=lambda kv: -kv[1]):
             print(f"    {name:14s} {secs:6.1f} s  {100 * secs / max(r.seconds, 1e-9):5.1f} %")
 
