@@ -17,7 +17,7 @@ from typing import Any
 
 from ..findings import Severity
 
-__all__ = ["FaultRow", "Score", "score_catalogue", "run_one", "ZooRun", "ZooScore", "score_zoo", "family_of"]
+__all__ = ["FaultRow", "Score", "score_catalogue", "job_order", "run_one", "ZooRun", "ZooScore", "score_zoo", "family_of"]
 
 
 @dataclass
@@ -97,6 +97,18 @@ def _judge(row: FaultRow, findings: list[dict[str, Any]]) -> None:
     row.localised = any(f["stage"] == row.expected_stage for f in hits)
 
 
+def job_order(rows: Sequence[FaultRow], control_seeds: Sequence[int], by_symptom: bool = True
+              ) -> list[tuple[str, Any, int, str | None]]:
+    """(kind, fault row or control seed, seed, symptom) in the order the workers take them: longest
+    first (the clean control and faults without a symptom run every family), so that no long run
+    starts last while the other workers idle. Workers are processes that run many jobs: their
+    imports, and what a pipeline caches per process (the reference's rendered clips), serve the
+    later jobs too."""
+    control = [("control", seed, seed, None) for seed in control_seeds]
+    faults = [("fault", r, 0, r.symptom if by_symptom else None) for r in rows]
+    return control + sorted(faults, key=lambda j: j[3] is not None)  # stable: catalogue order within each
+
+
 def _timing_fault(row: FaultRow) -> bool:
     """A fault whose evidence is wall-clock time (the performance family, the `slow` symptom)."""
     return row.family == "performance" or row.symptom == "slow"
@@ -144,16 +156,15 @@ def score_catalogue(spec: str, faults: Sequence[dict[str, Any]], control_seeds: 
                     progress(f"control seed {item}")
 
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        for row in untimed:
-            symptom = row.symptom if by_symptom else None
-            jobs[pool.submit(run_one, spec, row.name, 0, budget, (), symptom)] = ("fault", row)
-        for seed in control_seeds:
-            jobs[pool.submit(run_one, spec, None, seed, budget, (), None)] = ("control", seed)
+        for kind, item, seed, symptom in job_order(untimed, control_seeds, by_symptom):
+            name = item.name if kind == "fault" else None
+            jobs[pool.submit(run_one, spec, name, seed, budget, (), symptom)] = (kind, item)
         collect(jobs)
-    if timed:
-        with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+        # Then the timing faults, one at a time on a worker that is already warm (imports, rendered
+        # clips): nothing else runs meanwhile, and no fresh process start lands inside a timed run.
+        for row in timed:
             collect({pool.submit(run_one, spec, row.name, 0, budget, (), row.symptom if by_symptom else None):
-                     ("fault", row) for row in timed})
+                     ("fault", row)})
     control.sort(key=lambda c: c["seed"])
     return Score(rows=rows, control_seeds=list(control_seeds), control=control, seconds=time.perf_counter() - t0)
 

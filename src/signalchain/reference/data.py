@@ -10,6 +10,7 @@ follow it and a check can tell a caption that matches its audio from one that do
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from collections.abc import Mapping
@@ -227,6 +228,28 @@ def generate_clip(index: int, seed: int = 0, sample_rate: int = 32000,
     meta = make_metadata(a, index, seed)
     return Clip(audio=audio, sample_rate=sample_rate, caption=meta["description"], metadata=meta,
                 attributes=dict(a), source_id=meta["source_id"])
+
+
+#: Clips this process has rendered, by (index, collection seed, sample rate). A clip is a pure
+#: function of those three, so every pipeline built in one process (a catalogue worker builds one per
+#: fault, a test session dozens) renders each clip once. Stored read-only; callers get copies.
+_RENDERED: dict[tuple[int, int, int], Clip] = {}
+_RENDERED_MAX = 2048  # about 1 MB a clip; the reference splits hold 576
+
+
+def rendered_clip(index: int, seed: int = 0, sample_rate: int = 32000) -> Clip:
+    """`generate_clip(index, seed, sample_rate)`, rendered once per process: a fresh copy each call
+    (its audio, metadata and attributes are the caller's own: changing them changes no other copy)."""
+    key = (int(index), int(seed), int(sample_rate))
+    c = _RENDERED.get(key)
+    if c is None:
+        c = generate_clip(*key)
+        c.audio.setflags(write=False)
+        while len(_RENDERED) >= _RENDERED_MAX:
+            _RENDERED.pop(next(iter(_RENDERED)))
+        _RENDERED[key] = c
+    return Clip(audio=c.audio.copy(), sample_rate=c.sample_rate, caption=c.caption,
+                metadata=copy.deepcopy(c.metadata), attributes=copy.deepcopy(c.attributes), source_id=c.source_id)
 
 
 def clip_attributes(index: int, seed: int = 0) -> dict[str, Any]:

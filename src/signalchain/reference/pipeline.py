@@ -30,7 +30,7 @@ from signalchain import StepOutput
 from . import prep
 from .codec import Codec, default_codec
 from .config import RefConfig
-from .data import Clip, caption_vocabulary, generate_clip
+from .data import Clip, caption_vocabulary, generate_clip, rendered_clip
 from .model import ModelConfig, MusicLM, masked_cross_entropy
 from .output import OutputRoute, Tap, _no_tap
 from .pattern import build_delay_pattern
@@ -100,7 +100,7 @@ class ReferencePipeline(OutputRoute):
     def clip(self, index: int, seed: int = 0) -> Clip:
         key = (index, seed)
         if key not in self._clip_cache:
-            self._clip_cache[key] = generate_clip(index, seed, self.cfg.source_sample_rate)
+            self._clip_cache[key] = rendered_clip(index, seed, self.cfg.source_sample_rate)
         return self._clip_cache[key]
 
     def make_batch(self, indices: Sequence[int], seed: int, data_seed: int = 0) -> Batch:

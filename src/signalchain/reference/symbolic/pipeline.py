@@ -91,6 +91,8 @@ class SymbolicBedPipeline:
         self.cond_dropout = self.cfg.cond_dropout
         self.sampling = dict(self.cfg.sampling)
         self._decode_cache: dict[tuple[int, ...], Any] = {}
+        self._encode_cache: dict[tuple[Any, ...], list[int]] = {}
+        self._encode_cache_for: Any = None  # the tokenizer _encode_cache was filled with
         self.words = WordVocab([p.caption for p in self.pieces()], self.cfg.word_max_len)
         if self.faults:
             from .faults import apply_faults
@@ -187,7 +189,18 @@ class SymbolicBedPipeline:
         return out
 
     def encode(self, window: Piece) -> list[int]:
-        return tk.encode_notes(self.tokenizer, window.notes, window.tempo, window.time_signature)
+        """The window's ids, memoised by its notes, tempo and meter for this tokenizer: every step of
+        a training on the same batch crops the same windows (the crop is seeded by the batch)."""
+        if self._encode_cache_for is not self.tokenizer:  # another tokenizer: nothing cached applies
+            self._encode_cache, self._encode_cache_for = {}, self.tokenizer
+        notes = np.ascontiguousarray(window.notes)
+        key = (notes.tobytes(), notes.shape, str(notes.dtype), float(window.tempo), tuple(window.time_signature))
+        if key not in self._encode_cache:
+            if len(self._encode_cache) >= 2048:
+                self._encode_cache.pop(next(iter(self._encode_cache)))
+            self._encode_cache[key] = tk.encode_notes(self.tokenizer, window.notes, window.tempo,
+                                                      window.time_signature)
+        return list(self._encode_cache[key])
 
     def decode_ids(self, ids: Sequence[int]) -> np.ndarray:
         return tk.decode_ids(self.tokenizer, ids)[0]
