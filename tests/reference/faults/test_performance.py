@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from _clock import FakeClock, install
 from torch.profiler import profile
 
+from _clock import FakeClock, install
 from signalchain.reference import ReferencePipeline
-from signalchain.reference.config import RefConfig
 from signalchain.reference import pipeline as pipeline_module
+from signalchain.reference.config import RefConfig
 from signalchain.reference.faults import _pace, catalogue, get_fault, performance
 from signalchain.reference.faults.performance import (
     READ_LATENCY_S,
@@ -45,15 +45,6 @@ def _pipe(name: str | None, cfg: RefConfig = CFG) -> ReferencePipeline:
     p = ReferencePipeline(cfg, [name] if name else [])
     p.training_examples()  # decode every training clip once: the clean loader then never waits
     return p
-
-
-def _loader_waits(loader: Iterator[Any], batches: int) -> np.ndarray:
-    waits = []
-    for _ in range(batches):
-        start = time.perf_counter()
-        next(loader)
-        waits.append(time.perf_counter() - start)
-    return np.array(waits)
 
 
 # ---- registration and a step that runs ------------------------------------------------------------
