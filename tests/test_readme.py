@@ -29,6 +29,9 @@ def _load_tool():
 rb = _load_tool()
 
 
+# Over 60 s on the shared 2-core box (87 s, once per module): the README's real-output blocks are
+# rewritten from real runs of the bundled pipelines, exactly as `make docs` does; the runs are shared
+# by every test here.
 @pytest.fixture(scope="module")
 def outputs():
     return rb.run_all(rb.needed_runs(README.read_text(encoding="utf-8")))

@@ -36,6 +36,8 @@ def test_faults_list_json(tmp_path):
         assert set(f) >= {"name", "family", "cause", "expected_ids", "expected_stage"} and f["expected_ids"]
 
 
+# Over 60 s on the shared 2-core box (78 s): the real `faults` command end to end, two faults and the
+# clean control through worker processes (the smallest run that covers --workers and the control).
 def test_faults_scores_a_subset_with_a_control(tmp_path):
     out = tmp_path / "s.json"
     res = CliRunner().invoke(cli, ["faults", "--fault", "mask_all_padding", "--fault", "codebooks_swapped",

@@ -3,19 +3,27 @@ the right id and stage — the catalogue's faults and bugs written here in other
 detectors are proven on implementations they were not tuned to.
 
 Every injected delay is large against the thresholds (a whole update is ~50 ms here); no test
-asserts how fast our own code runs.
+asserts how fast our own code runs. The family reads a fake clock here (`tests/_clock.py`: this
+thread's CPU time plus the seconds slept, each sleep recorded and returned at once, no run-queue
+delay): on a loaded machine the wall clock stretched the clean steps and the waits unevenly, and the
+slow worker and the flushing logger went unseen in a full `make test` beside other work.
 """
 
 import ctypes
+import sys
 import time
 
 import pytest
 import torch
 
+from _clock import install
+from signalchain.experiments import performance as measuring
 from signalchain.experiments.context import Budget
 from signalchain.experiments.doctor import run_doctor
 from signalchain.pipeline import ProtocolView
 from signalchain.reference import RefConfig, ReferencePipeline
+from signalchain.reference.faults import _pace
+from signalchain.reference.faults import performance as faults
 
 SMALL = RefConfig(batch_size=4)
 
@@ -33,6 +41,15 @@ def _openblas():
     except OSError:
         pass
     return None
+
+
+@pytest.fixture(autouse=True)
+def fake_clock(monkeypatch):
+    """One fake clock for the family's timer, the catalogue's faults (and their pacing) and the bugs
+    written here; with no run-queue delay, the family judges instead of calling the machine busy."""
+    clock = install(monkeypatch, measuring, faults, _pace, sys.modules[__name__])
+    monkeypatch.setattr(measuring, "run_queue_delay", lambda: 0.0)
+    return clock
 
 
 @pytest.fixture(autouse=True)

@@ -75,6 +75,8 @@ def test_measures_and_default_controls():
     assert read_measure(choose_measure("nan", []), [], table) == 5.0
 
 
+# Over 60 s on the shared 2-core box (78 s): six doctor runs (before and after, three seeds) are what a
+# verdict with an interval over seeds needs; fewer seeds would leave `interval.n == 3` untested.
 @pytest.mark.slow
 def test_the_real_fix_of_a_flat_loss_is_fixed_on_three_seeds():
     m = run_verify(BROKEN_FLAT, state(fix("fixed_flat"), "reference"), families=["optimisation"],

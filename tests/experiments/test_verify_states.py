@@ -73,6 +73,8 @@ def _verify(*args: str) -> tuple[int, dict, str]:
     return res.exit_code, json.loads(out.read_text()) if out.exists() else {}, res.output
 
 
+# Over 60 s on the shared 2-core box (63 s): two `verify` runs between git revisions, each checking out
+# and importing the user's pipeline before and after over two seeds: the command end to end.
 @pytest.mark.slow
 def test_a_commit_that_fixes_the_nan_is_fixed_and_one_that_masks_it_persists(repo, tmp_path):
     root, (bug, fix, mask) = repo

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+from _clock import FakeClock
+from signalchain.monitor import _dist_timing
 from signalchain.monitor._dist_timing import SectionClock, run_queue_delay
 from signalchain.records.distributed import SECTIONS
 
@@ -48,19 +50,25 @@ def test_run_queue_delay_is_monotonic_seconds() -> None:
     assert run_queue_delay() >= a >= 0.0
 
 
-def test_time_inside_a_collective_leaves_the_section_it_ran_in() -> None:
+def test_time_inside_a_collective_leaves_the_section_it_ran_in(monkeypatch) -> None:
+    # A fake clock (`tests/_clock.py`): the sleeps advance it by exactly their length, so the
+    # sections' remainders are exact and no oversleep on a loaded machine can push them out.
+    fake = FakeClock()
+    monkeypatch.setattr(_dist_timing, "perf_counter", fake.perf_counter)
+    monkeypatch.setattr(_dist_timing, "run_queue_delay", lambda: 0.0)
     clock = SectionClock()
     with clock.section("forward"):
-        time.sleep(0.03)  # the forward waits in a collective: DDP's buffer broadcast
+        fake.sleep(0.03)  # the forward waits in a collective: DDP's buffer broadcast
         clock.collective(0.025)
     clock.enter("loader")
-    time.sleep(0.01)
+    fake.sleep(0.01)
     clock.collective(0.004)  # a collective in a section opened by a trainer hook
     clock.enter(None)
     clock.collective(0.002)  # outside every section: out of "other" by itself
     clock.end_step()
     _, _, medians, step = clock.window()
     assert medians["collective"] == 0.031
-    assert 0.004 <= medians["forward"] < 0.02 and 0.005 <= medians["loader"] < 0.01
+    # what is left of each section: its sleep less its collective (plus a few µs of this thread's CPU)
+    assert 0.005 <= medians["forward"] < 0.006 and 0.006 <= medians["loader"] < 0.007
     assert step >= sum(medians[s] for s in SECTIONS) - 1e-9
     assert "collective" in clock.sync

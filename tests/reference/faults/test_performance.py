@@ -1,13 +1,12 @@
 """The performance faults: each makes the run wait where its bug would, and the clean run does not.
 
-Symptoms are measured with wall clocks around `next(loader)` and `train_step`, and with the torch
-profiler's op counts, never through a signalchain detector. The faults' delays are tens of
-milliseconds; the assertions leave room for a loaded machine.
+Symptoms are measured around `next(loader)` and `train_step` with a fake clock (the faults' sleeps
+recorded, not slept: `tests/_clock.py`), and with the torch profiler's op counts, never through a
+signalchain detector. No assertion races wall-clock times, so a loaded machine cannot flip one.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,14 +15,19 @@ import pytest
 import torch
 from torch.profiler import profile
 
+from _clock import FakeClock, install
 from signalchain.reference import ReferencePipeline
+from signalchain.reference import pipeline as pipeline_module
 from signalchain.reference.config import RefConfig
-from signalchain.reference.faults import catalogue, get_fault
+from signalchain.reference.faults import _pace, catalogue, get_fault, performance
 from signalchain.reference.faults.performance import (
     READ_LATENCY_S,
     RESTART_COST_S,
     RESTART_EVERY,
+    RESTART_FACTOR,
     SLOW_WORKER_DELAY_S,
+    SLOW_WORKER_FACTOR,
+    STALL_FACTOR,
     STALL_S,
     WORKERS,
 )
@@ -41,15 +45,6 @@ def _pipe(name: str | None, cfg: RefConfig = CFG) -> ReferencePipeline:
     p = ReferencePipeline(cfg, [name] if name else [])
     p.training_examples()  # decode every training clip once: the clean loader then never waits
     return p
-
-
-def _loader_waits(loader: Iterator[Any], batches: int) -> np.ndarray:
-    waits = []
-    for _ in range(batches):
-        start = time.perf_counter()
-        next(loader)
-        waits.append(time.perf_counter() - start)
-    return np.array(waits)
 
 
 # ---- registration and a step that runs ------------------------------------------------------------
@@ -75,65 +70,103 @@ def test_faulty_pipeline_trains_to_the_same_numbers(name: str) -> None:
 
 
 # ---- symptoms -------------------------------------------------------------------------------------
+# The faults' waits are sleeps. A `FakeClock` stands in for `time` in the faults' module and in their
+# pacing (`_pace`): each sleep returns at once and is recorded, and the clock reads this thread's CPU
+# time plus what was slept, which a loaded machine does not move. The tests assert where the waits
+# fall (which batch, which step, inside `next(loader)` or inside the step), how many there are, and
+# their size against the work the fault paces itself on; never a race between wall-clock times.
 
-def test_slow_clip_reads_make_the_step_wait_for_data() -> None:
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    return install(monkeypatch, performance, _pace)
+
+
+def _waits(clock: FakeClock, loader: Iterator[Any], batches: int) -> tuple[np.ndarray, list[list[float]]]:
+    """Per batch: the clock's time in `next(loader)`, and the sleeps made during it."""
+    waits, sleeps = [], []
+    for _ in range(batches):
+        start, mark = clock.perf_counter(), clock.mark()
+        next(loader)
+        waits.append(clock.perf_counter() - start)
+        sleeps.append(clock.since(mark))
+    return np.array(waits), sleeps
+
+
+def test_slow_clip_reads_make_the_step_wait_for_data(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every batch blocks the training process on two reads and two decodes per clip, every epoch
+    again (no cache, no prefetch: all of it inside `next(loader)`, none inside the step); the clean
+    loader, its clips decoded once, reads nothing while the step waits."""
     cfg = RefConfig(batch_size=8, train_size=16, valid_size=8, segment_seconds=0.5, dim=32, layers=1)
+    decodes: list[int] = []
+    for module in (performance, pipeline_module):
+        real = module.generate_clip
+        monkeypatch.setattr(module, "generate_clip",
+                            lambda *a, _real=real, **k: decodes.append(1) or _real(*a, **k))
 
-    def waits_and_steps(p: ReferencePipeline) -> tuple[float, float]:
-        """Fastest of 4 batches: wall time in `next(loader)` and in `train_step` (the minimum,
-        because a loaded machine only ever adds time)."""
+    def per_batch(p: ReferencePipeline, batches: int = 4) -> list[tuple[int, float, int, int]]:
+        """Per batch (two epochs): (reads, seconds blocked, decodes) in `next(loader)`, reads in the step."""
         model = p.build_model(0)
-        optimizer = p.build_optimizer(model)
-        loader = p.loader("train", 0)
-        p.train_step(model, optimizer, next(loader))  # warm-up
-        waits, steps = [], []
-        for _ in range(4):
-            start = time.perf_counter()
+        optimizer, loader = p.build_optimizer(model), p.loader("train", 0)
+        rows = []
+        for _ in range(batches):
+            mark, decoded = clock.mark(), len(decodes)
             batch = next(loader)
-            waits.append(time.perf_counter() - start)
-            start = time.perf_counter()
+            reads, decoded = clock.since(mark), len(decodes) - decoded
+            mark = clock.mark()
             p.train_step(model, optimizer, batch)
-            steps.append(time.perf_counter() - start)
-        return min(waits), min(steps)
+            rows.append((len(reads), sum(reads), decoded, len(clock.since(mark))))
+        return rows
 
-    wait, step = waits_and_steps(_pipe("slow_clip_reads", cfg))
-    assert wait >= 2 * cfg.batch_size * READ_LATENCY_S
-    assert wait > step  # data-bound: the step waits for its batch longer than it computes
-    clean_wait, clean_step = waits_and_steps(_pipe(None, cfg))
-    assert clean_wait < 0.2 * clean_step
-
-
-def test_slow_worker_delays_every_fourth_batch() -> None:
-    waits = _loader_waits(_pipe("slow_worker").loader("train", 0), 2 * WORKERS)
-    slow = waits[WORKERS - 1 :: WORKERS]
-    fast = np.delete(waits, np.arange(WORKERS - 1, len(waits), WORKERS))
-    assert slow.min() >= 0.9 * SLOW_WORKER_DELAY_S and np.median(fast) < 0.3 * SLOW_WORKER_DELAY_S
-    assert _loader_waits(_pipe(None).loader("train", 0), 2 * WORKERS).max() < 0.5 * SLOW_WORKER_DELAY_S
+    faulty = per_batch(_pipe("slow_clip_reads", cfg))
+    reads = 2 * cfg.batch_size  # epochs of train_size // batch_size = 2 batches: batches 3, 4 pay again
+    assert [(r, d, s) for r, _, d, s in faulty] == [(reads, reads, 0)] * 4
+    assert all(blocked == pytest.approx(reads * READ_LATENCY_S) for _, blocked, _, _ in faulty)
+    assert per_batch(_pipe(None, cfg)) == [(0, 0.0, 0, 0)] * 4
 
 
-def test_worker_restarts_pause_the_loader_again_and_again() -> None:
-    waits = _loader_waits(_pipe("worker_restarts").loader("train", 0), RESTART_EVERY + 2)
-    restarts = waits[::RESTART_EVERY]  # batches 0 and 8
-    assert len(restarts) == 2 and restarts.min() >= 0.9 * RESTART_COST_S
-    assert np.median(np.delete(waits, np.arange(0, len(waits), RESTART_EVERY))) < 0.1 * RESTART_COST_S
-    assert _loader_waits(_pipe(None).loader("train", 0), RESTART_EVERY + 2).max() < 0.5 * RESTART_COST_S
+def test_slow_worker_delays_every_fourth_batch(clock: FakeClock) -> None:
+    waits, sleeps = _waits(clock, _pipe("slow_worker").loader("train", 0), 2 * WORKERS)
+    late = [n for n, s in enumerate(sleeps) if s]
+    assert late == [WORKERS - 1, 2 * WORKERS - 1] and all(len(sleeps[n]) == 1 for n in late)
+    # At least the floor, and the slow worker's batch takes (1 + SLOW_WORKER_FACTOR) x a typical one.
+    assert min(sleeps[n][0] for n in late) >= SLOW_WORKER_DELAY_S
+    assert waits[late].min() >= (1 + SLOW_WORKER_FACTOR) * np.median(np.delete(waits, late))
+    _, clean = _waits(clock, _pipe(None).loader("train", 0), 2 * WORKERS)
+    assert not any(clean)
 
 
-def test_checkpoint_stall_blocks_one_step() -> None:
-    def blocked_times(p: ReferencePipeline) -> np.ndarray:
-        """Per step, wall time minus CPU time: how long the step sat blocked (load adds little)."""
+def test_worker_restarts_pause_the_loader_again_and_again(clock: FakeClock) -> None:
+    waits, sleeps = _waits(clock, _pipe("worker_restarts").loader("train", 0), RESTART_EVERY + 2)
+    restarts = [n for n, s in enumerate(sleeps) if s]
+    assert restarts == [0, RESTART_EVERY]  # batches 0 and 8: the pool re-spawned twice
+    first_batch = waits[0] - sleeps[0][0]
+    for n in restarts:  # at least the floor, and RESTART_FACTOR x the first batch's own work
+        assert sleeps[n] == [sleeps[0][0]] and sleeps[n][0] >= max(RESTART_COST_S, RESTART_FACTOR * first_batch)
+    _, clean = _waits(clock, _pipe(None).loader("train", 0), RESTART_EVERY + 2)
+    assert not any(clean)
+
+
+def test_checkpoint_stall_blocks_one_step(clock: FakeClock) -> None:
+    def blocked(p: ReferencePipeline) -> tuple[list[float], list[list[float]]]:
+        """Per step (5 steps): the clock's time in `train_step`, and the sleeps made during it."""
         model = p.build_model(0)
         optimizer, batch = p.build_optimizer(model), next(p.loader("train", 0))
-        times = []
+        times, sleeps = [], []
         for _ in range(5):
-            wall, cpu = time.perf_counter(), time.process_time()
+            start, mark = clock.perf_counter(), clock.mark()
             p.train_step(model, optimizer, batch)
-            times.append((time.perf_counter() - wall) - (time.process_time() - cpu))
-        return np.array(times[1:])  # the first step warms torch up
+            times.append(clock.perf_counter() - start)
+            sleeps.append(clock.since(mark))
+        return times, sleeps
 
-    blocked = blocked_times(_pipe("checkpoint_stall"))  # steps 2..5: the third one is step 3
-    assert blocked[1] >= 0.9 * STALL_S and np.delete(blocked, 1).max() < 0.5 * STALL_S
-    assert blocked_times(_pipe(None)).max() < 0.5 * STALL_S
+    times, sleeps = blocked(_pipe("checkpoint_stall"))
+    assert [n for n, s in enumerate(sleeps) if s] == [2]  # the third step uploads, the others do not
+    (upload,) = sleeps[2]
+    # At least the floor, and STALL_FACTOR x the longest step before it (the fault's own measure of a
+    # step is inside the test's, so within this margin): the step is blocked many steps long.
+    assert upload >= STALL_S and upload >= 0.9 * STALL_FACTOR * max(times[:2])
+    assert not any(blocked(_pipe(None))[1])
 
 
 def test_per_module_item_sync_forces_a_host_sync_per_module() -> None:

@@ -24,9 +24,16 @@ from signalchain.reference.zoo import symbolic as zoo_sym  # noqa: E402
 NAMES = list(zoo.MEMBERS)
 
 
+@pytest.fixture(scope="module")
+def module_cache(tmp_path_factory):
+    """One temporary cache for the module: the 2-update pretrained starts are built once per bed and
+    the symbolic bed's pieces parsed once (music21, ~15 s), not once per member (it was 4 min)."""
+    return tmp_path_factory.mktemp("zoo-cache")
+
+
 @pytest.fixture(autouse=True)
-def short_pretraining(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+def short_pretraining(module_cache, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(module_cache))
     monkeypatch.setattr(zoo_ref, "REF_PRETRAIN", replace(zoo_ref.REF_PRETRAIN, steps=2))
     monkeypatch.setattr(zoo_hf, "HF_PRETRAIN", replace(zoo_hf.HF_PRETRAIN, steps=2))
     monkeypatch.setattr(zoo_sym, "SYM_PRETRAIN", replace(zoo_sym.SYM_PRETRAIN, steps=2))

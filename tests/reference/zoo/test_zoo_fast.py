@@ -22,6 +22,9 @@ from signalchain.reference import zoo  # noqa: E402
 FAMILIES = ("data", "numerics", "optimisation", "conditioning")
 
 
+# Slower than 60 s (216 s on the shared 2-core box, before and after issue 27): a real zoo run, every
+# FAST member through four doctor families, is the measurement itself (the trust rule on the trickiest
+# conventions); the members already run two at a time and share their cached pretrained starts.
 @pytest.mark.slow
 def test_fast_zoo_raises_no_error():
     chosen = [m for m in zoo.members() if m["name"] in zoo.fast()]
