@@ -50,7 +50,8 @@ def main() -> None:
     cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     s = score.to_dict()["summary"]
     print(f"{args.bed}: {len(faults)} faults + {len(seeds)} clean seeds, {args.workers} workers: wall {wall:.0f} s, "
-          f"workers' CPU {cpu:.0f} s · detected {s['detected']}/{s['faults']}, localised {s['localised']}/{s['faults']}, "
+          f"workers' CPU {cpu:.0f} s · detected {s['detected']}/{s['faults']}, "
+          f"localised {s['localised']}/{s['faults']}, "
           f"clean-control errors {score.control_errors} · load average "
           + " ".join(f"{x:.2f}" for x in os.getloadavg()) + f" on {os.cpu_count()} cores")
 

@@ -6,7 +6,9 @@
 on the caption-conditioned REMI bed (`signalchain.reference.symbolic`).
 `--bed all` runs the three in turn. Prints the wall time of each family and of the whole run with each
 family's share, the process's CPU time (with `--threads 1`, about the wall time on an idle machine),
-the machine's load average beside them (wall figures are only comparable at a like load), the goal of issue 27 (25 s on the reference and HF beds, 20 s on the symbolic bed), and (for
+the machine's load average beside them (wall figures are only comparable at a like load),
+the goal of issue 27 (25 s on the reference and HF beds, 20 s on the symbolic bed),
+and (for
 scale, in the same run) the time of one plain training step of the bed, so the doctor's cost reads as
 a number of steps.
 """

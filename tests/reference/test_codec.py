@@ -6,8 +6,6 @@ a chroma profile, not with the codec's own band features.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 import scipy.signal
@@ -157,19 +155,6 @@ def test_round_trip_keeps_the_pitch(codec: Codec, register: str):
         return np.bincount(classes, weights=power[keep], minlength=12)
 
     assert pitch_class_profile(y).argmax() == pitch_class_profile(x).argmax()
-
-
-def test_round_trip_time_is_reported(codec: Codec):
-    x = np.concatenate([clip16k(9040), clip16k(9041), clip16k(9042)])[: 10 * SR]
-    x = np.pad(x, (0, 10 * SR - x.shape[0]))
-    codec.decode(codec.encode(x))
-    start = time.perf_counter()
-    codes = codec.encode(x)
-    middle = time.perf_counter()
-    codec.decode(codes)
-    end = time.perf_counter()
-    print(f"\n10 s of audio: encode {1e3 * (middle - start):.1f} ms, "
-          f"decode {1e3 * (end - middle):.1f} ms")
 
 
 # ---- bad input --------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 
 import numpy as np
@@ -217,15 +216,6 @@ def test_stereo_channels_are_correlated_but_not_identical():
 def test_other_sample_rates_and_lengths():
     clip = generate_clip(3, sample_rate=16000, seconds=2.5)
     assert clip.sample_rate == 16000 and clip.audio.shape[-1] == 40000
-
-
-def test_generation_speed_is_reported():
-    generate_clip(0)
-    start = time.perf_counter()
-    clips = [generate_clip(i, seconds=8.0) for i in range(8)]
-    elapsed = time.perf_counter() - start
-    print(f"\n8 clips x 8 s at 32 kHz: {elapsed * 1e3:.0f} ms "
-          f"({sum(c.audio.shape[0] for c in clips)} channels)")
 
 
 # ---- the AudioCraft dataset writer -----------------------------------------------------------

@@ -17,7 +17,8 @@ from typing import Any
 
 from ..findings import Severity
 
-__all__ = ["FaultRow", "Score", "score_catalogue", "job_order", "run_one", "ZooRun", "ZooScore", "score_zoo", "family_of"]
+__all__ = ["FaultRow", "Score", "score_catalogue", "job_order", "run_one", "ZooRun", "ZooScore", "score_zoo",
+           "family_of"]
 
 
 @dataclass
