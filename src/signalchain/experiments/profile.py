@@ -40,6 +40,7 @@ from ..probes.stage_clock import StageClock
 from ..records.profile import BACKWARD, DATA, LOADER, MODEL, OPTIMIZER, OpTime, StageCost, StepProfile
 from .context import Context
 from .optimisation._train import update_step
+from .performance import _device, _sync  # the timing family's device and drain, shared
 
 __all__ = ["profile_steps", "measure_profile", "TRACE_ENV"]
 
@@ -53,16 +54,6 @@ TOP_OPS = 4
 #: outside modules), the stage vocabulary's data-preparation names decide (DESIGN §2).
 _DATA_STAGES = ("audio.", "caption", "metadata", "crop", "tokens", "mask.padding", "condition.tokens",
                 "condition.mask", "condition.dropped", "midi.", "notes.")
-
-
-def _device(model: torch.nn.Module) -> torch.device:
-    p = next(model.parameters(), None)
-    return p.device if p is not None else torch.device("cpu")
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 @contextlib.contextmanager
