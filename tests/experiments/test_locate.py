@@ -280,6 +280,23 @@ def test_a_non_finite_value_that_reaches_no_tap_is_a_dead_end_not_the_first() ->
     assert any(e.kind == "dead end" and e.op == "aten.log.default" for e in report.events)
 
 
+def test_a_freed_values_address_reused_by_a_new_value_carries_none_of_its_events() -> None:
+    """The allocator hands a freed storage's address to the next tensor of its size (how often depends
+    on the machine): the new value must not inherit the dead end's lineage, or the dead end would be
+    counted as reaching the loss. The reuse is forced here by moving the entry to the new address."""
+    from signalchain.probes.non_finite_watch import NonFiniteWatch
+
+    watch = NonFiniteWatch()
+    old = torch.full((64,), float("-inf"))
+    watch.seed_inputs([("old", old)])
+    assert watch._inherited([old]) == (watch.events[0],)  # alive: its values carry its event
+    entry = watch._lineage.pop(old.untyped_storage().data_ptr())
+    del old
+    new = torch.full((64,), float("nan"))
+    watch._lineage[new.untyped_storage().data_ptr()] = entry  # what an address reuse looks like
+    assert watch._inherited([new]) == ()
+
+
 # ---- the origin is what reaches the loss or the gradients, with no tap to help --------------------
 
 def _bucket_dead_end() -> torch.Tensor:

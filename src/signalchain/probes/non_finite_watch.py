@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -100,8 +101,10 @@ class NonFiniteWatch(Probe, TorchDispatchMode):
         self._first_bad: int | None = None  # counter of the first born/state event
         self._born: dict[int, tuple[OpEvent, torch.Tensor]] = {}  # storage -> born event, until cleaned
         # storage -> the born event whose non-finite values it carries (its lineage), so that a value
-        # that never reaches anything (cast to an integer, selected away) is told from the cause
-        self._lineage: dict[int, tuple[OpEvent, ...]] = {}
+        # that never reaches anything (cast to an integer, selected away) is told from the cause.
+        # Keyed by address, with a weak reference to the storage: a freed storage's address is reused
+        # by the allocator, and a new value there must not inherit the old value's events.
+        self._lineage: dict[int, tuple[weakref.ref, tuple[OpEvent, ...]]] = {}
         self.stopped = False
         self._on_stage: Callable[[str, Any, int], None] | None = None
         self._info: dict[Any, tuple[bool, tuple[int, ...]]] = {}
@@ -161,7 +164,7 @@ class NonFiniteWatch(Probe, TorchDispatchMode):
         if not self._lineage:
             return
         for t in _floats(value):
-            events = self._lineage.get(t.untyped_storage().data_ptr(), ())
+            events = self._lineage_of(t)
             if events and _maybe_nonfinite(t):
                 for ev in events:
                     ev.reached = ev.reached or stage
@@ -178,7 +181,7 @@ class NonFiniteWatch(Probe, TorchDispatchMode):
                          nan=int(torch.isnan(t).sum()), inf=int(torch.isinf(t).sum()), numel=t.numel(),
                          inputs=[{**tensor_stats(t), "examples": _bad_rows(t)}], target=path)
             self.events.append(ev)
-            self._lineage[t.untyped_storage().data_ptr()] = (ev,)
+            self._set_lineage(t, (ev,))
 
     def reach(self, stage: str, value: Any) -> None:
         """`value` is what the step gave back (its loss, the gradients): the events it carries reach it."""
@@ -193,9 +196,20 @@ class NonFiniteWatch(Probe, TorchDispatchMode):
             return ()
         found: dict[int, OpEvent] = {}
         for t in tensors:
-            for ev in self._lineage.get(t.untyped_storage().data_ptr(), ()):
+            for ev in self._lineage_of(t):
                 found[id(ev)] = ev
         return tuple(found.values())
+
+    def _lineage_of(self, t: torch.Tensor) -> tuple[OpEvent, ...]:
+        storage = t.untyped_storage()
+        entry = self._lineage.get(storage.data_ptr())
+        if entry is None or entry[0]() is not storage:  # none, or an old value's freed address
+            return ()
+        return entry[1]
+
+    def _set_lineage(self, t: torch.Tensor, events: tuple[OpEvent, ...]) -> None:
+        storage = t.untyped_storage()
+        self._lineage[storage.data_ptr()] = (weakref.ref(storage), events)
 
     def finish(self) -> None:
         """Forward events (births and non-finite inputs) that reached neither a tap, the loss nor the
@@ -313,7 +327,7 @@ class NonFiniteWatch(Probe, TorchDispatchMode):
             inherited = self._inherited(carried)
             if inherited and len(self._lineage) < 100_000:
                 for t in bad:
-                    self._lineage[t.untyped_storage().data_ptr()] = inherited
+                    self._set_lineage(t, inherited)
             return
         if kind == "state":
             target = next((n for n, i, t in named if i in written or not bool(torch.isfinite(t).all())), None)
@@ -335,7 +349,7 @@ class NonFiniteWatch(Probe, TorchDispatchMode):
         if kind == "born" and phase == "forward":  # NaN from an inf born earlier: both carry on here
             lineage = self._inherited(carried) + (ev,)
             for t in bad:
-                self._lineage[t.untyped_storage().data_ptr()] = lineage
+                self._set_lineage(t, lineage)
         if kind == "born" and len(self._born) < 8:
             self._born[bad[0].untyped_storage().data_ptr()] = (ev, bad[0])
 
