@@ -104,3 +104,33 @@ def test_a_memory_peak_names_the_likely_cause_from_its_operators() -> None:
                      ops=[OpTime("aten::fill_", 1, 1, "/u/step.py:9")])
     hints = {f.stage: f.hint for f in judge_profile(_rep(conv, mask)) if f.id == "perf.memory_peak"}
     assert "cache its output" in hints["tokens"] and "bool [B, T] padding mask" in hints["mask.padding"]
+
+
+def _steps(data_ms: list[float], step_ms: list[float]) -> StepProfile:
+    """A profile whose `audio.resampled` window and step took these busy ms on each profiled step."""
+    n = len(step_ms)
+    data = StageCost("audio.resampled", DATA, sum(data_ms) / n, sum(d / t for d, t in zip(data_ms, step_ms)) / n,
+                     busy_ms=data_ms)
+    rest = StageCost("backward", BACKWARD, sum(t - d for d, t in zip(data_ms, step_ms)) / n, 0.5,
+                     busy_ms=[t - d for d, t in zip(data_ms, step_ms)])
+    return StepProfile([data, rest], sum(step_ms) / n, n, "cpu", "test", "loader", busy_ms=step_ms)
+
+
+def test_one_noisy_step_does_not_make_a_stage_expensive() -> None:
+    # step 0: a busy machine stretched the data stage to 70 % of the step; steps 1 and 2: 12 %
+    rep = _steps([700.0, 12.0, 12.0], [1000.0, 100.0, 100.0])
+    assert rep.stages[0].share >= EXPENSIVE_SHARE  # its mean share is over the threshold
+    assert _ids(rep) == []
+
+
+def test_a_stage_expensive_on_every_step_is_a_finding_with_its_shares_per_step() -> None:
+    rep = _steps([40.0, 60.0, 45.0], [100.0, 120.0, 100.0])
+    out = [f for f in judge_profile(rep) if f.id == "perf.expensive_stage"]
+    assert [f.stage for f in out] == ["audio.resampled"]
+    assert out[0].evidence["step_shares"] == [0.4, 0.5, 0.45] and out[0].evidence["min_share"] == 0.4
+    assert "on each of 3 profiled steps (40%-50%)" in out[0].message
+
+
+def test_the_ms_floor_holds_on_every_step_too() -> None:
+    rep = _steps([EXPENSIVE_MS * 3, EXPENSIVE_MS / 2], [EXPENSIVE_MS * 4, EXPENSIVE_MS])
+    assert _ids(rep) == []  # 50 % of each step, but one step's window is under the floor

@@ -1,17 +1,25 @@
 """The profiled replay on the reference: windows in tap order, kinds from what ran, shares that add
-up, memory from the profiler, the Chrome trace, and the doctor page's table and bar."""
+up, memory from the profiler, the Chrome trace, and the doctor page's table and bar; and on a tiny
+pipeline with a fake run-queue reader, the time a busy machine adds to one step taken out."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
+from torch import nn
 
 import signalchain.experiments.families  # noqa: F401  (registers the families)
+import signalchain.experiments.profile as profile_mod
+from signalchain.checks.profile import EXPENSIVE_SHARE, judge_profile
 from signalchain.experiments.context import Budget, Context
 from signalchain.experiments.doctor import FAMILIES, run_family
 from signalchain.experiments.profile import profile_steps
+from signalchain.pipeline import StepOutput
 from signalchain.records.profile import BACKWARD, DATA, LOADER, MODEL, OPTIMIZER, StepProfile
 from signalchain.reference import ReferencePipeline
 from signalchain.report.doctor_page import render_doctor
@@ -69,15 +77,21 @@ def test_the_chrome_trace_is_written_and_holds_the_step(traced: tuple[StepProfil
     assert any(e.get("name") == "signalchain.step" for e in events)
 
 
-def test_the_doctor_page_shows_the_stage_table_and_the_time_bar(tmp_path: Path) -> None:
+def test_the_doctor_page_shows_the_stage_table_and_the_stacked_time_bar(tmp_path: Path) -> None:
     ctx = Context(pipeline=ReferencePipeline(), budget=Budget("economy"))  # one profiled step
     findings = run_family(FAMILIES["profile"], ctx)
     assert ctx.metrics["profile.stages"]["kind"] == "table"
-    assert ctx.metrics["profile.time"]["kind"] == "bars"
+    bar = ctx.metrics["profile.time"]
+    assert bar["kind"] == "stack"
+    # one bar of the step in pipeline order: the table's rows, data preparation a group of its own
+    assert [seg[0] for seg in bar["segments"]] == [row[0] for row in ctx.metrics["profile.stages"]["rows"]]
+    groups = {seg[0]: seg[2] for seg in bar["segments"]}
+    assert groups["tokens"] == groups["audio.resampled"] == "data preparation" != groups["targets"]
+    assert groups["loader"] != groups["backward"] != groups["optimizer"] and set(groups.values()) <= set(bar["groups"])
     page = render_doctor(findings, ctx.metrics, ["profile"], [], {}, "reference").write(tmp_path / "d.html")
     html = Path(page).read_text()
     assert "Step time and memory by stage" in html
-    assert "Where a step" in html and "time goes, by stage" in html
+    assert "Where a step" in html and "stage by stage in pipeline order" in html
     assert "audio.resampled" in html and "backward" in html
 
 
@@ -94,3 +108,91 @@ def test_without_a_module_call_the_stage_names_decide_what_is_data_preparation()
                    ("optimizer", OPTIMIZER, 55, 70)]
     clock.model_calls.append(15)  # the model ran inside the tokens window: tokens is the model's
     assert [w[1] for w in _windows(clock, backward, 0, 5, 70, True)][1:3] == [DATA, MODEL]
+
+
+# ---- a loaded machine: one step stretched by other processes is no expensive stage --------------
+
+SLEEP = 0.3  # seconds a data stage "takes" on the slow steps: far above the tiny model's step
+
+
+class _Tiny(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x)
+
+
+class SlowPrepPipeline:
+    """A tiny pipeline whose `audio.resampled` window lasts SLEEP seconds on the profiled steps in
+    `slow`; with `load`, the fake run-queue reader says the window's time was spent waiting for a CPU
+    (other processes), as a busy machine's scheduler would. Calls 0 and 1 are the warm-up and the plain
+    update; 2 and 3 the profiled ones."""
+
+    name = "slow-prep"
+
+    def __init__(self, slow: set[int], load: bool) -> None:
+        self.slow, self.load, self.calls, self.waited = slow, load, 0, 0.0
+
+    def golden_batch(self, seed: int) -> torch.Tensor:
+        return torch.randn(4, 8, generator=torch.Generator().manual_seed(seed))
+
+    def build_model(self, seed: int) -> nn.Module:
+        torch.manual_seed(seed)
+        return _Tiny()
+
+    def build_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def step(self, model: nn.Module, batch: torch.Tensor, tap: Any) -> StepOutput:
+        x = tap("audio.original", batch)
+        if self.calls - 2 in self.slow:
+            time.sleep(SLEEP)
+            if self.load:
+                self.waited += SLEEP
+        self.calls += 1
+        x = tap("audio.resampled", x * 2)
+        logits = tap("logits", model(x))
+        return StepOutput(loss=tap("loss", logits.pow(2).mean()))
+
+
+def _slow_profile(monkeypatch: pytest.MonkeyPatch, slow: set[int], load: bool,
+                  readable: bool = True) -> tuple[StepProfile, list[Any]]:
+    p = SlowPrepPipeline(slow, load)
+    monkeypatch.setattr(profile_mod, "run_queue_delay", lambda thread=None: p.waited if readable else None)
+    rep = profile_steps(Context(pipeline=p), steps=2)
+    return rep, [f for f in judge_profile(rep) if f.id == "perf.expensive_stage"]
+
+
+def test_one_step_stretched_by_a_busy_machine_is_taken_out_and_not_judged(monkeypatch: pytest.MonkeyPatch) -> None:
+    rep, found = _slow_profile(monkeypatch, {0}, load=True)
+    s = rep.stage("audio.resampled")
+    assert s is not None and s.kind == DATA
+    assert s.delay_ms == pytest.approx(SLEEP * 1000 / 2, rel=1e-6)  # the fake's wait, all in its window
+    assert rep.delay_ms is not None and rep.delay_ms >= s.delay_ms
+    assert s.busy_ms[0] <= s.ms * 2 - SLEEP * 1000 * 0.999  # the noisy step's window less the wait
+    assert s.share >= EXPENSIVE_SHARE  # the wall-clock mean alone would have named it (the old rule)
+    assert found == []
+
+
+def test_one_noisy_step_is_not_enough_even_where_the_cpu_wait_cannot_be_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    rep, found = _slow_profile(monkeypatch, {0}, load=False, readable=False)
+    s = rep.stage("audio.resampled")
+    assert s is not None and rep.delay_ms is None and s.delay_ms == 0.0
+    assert len(s.busy_ms) == len(rep.busy_ms) == 2 and s.busy_ms[0] >= SLEEP * 1000
+    assert s.share >= EXPENSIVE_SHARE and found == []  # the mean is high, the step that was not slow is not
+
+
+def test_a_stage_expensive_on_every_step_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    rep, found = _slow_profile(monkeypatch, {0, 1}, load=False)
+    assert [f.stage for f in found] == ["audio.resampled"]
+    ev = found[0].evidence
+    assert len(ev["step_shares"]) == 2 and ev["min_share"] >= EXPENSIVE_SHARE
+    assert "on each of 2 profiled steps" in found[0].message
+
+
+def test_a_stage_slow_on_every_step_only_from_load_is_not_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    rep, found = _slow_profile(monkeypatch, {0, 1}, load=True)
+    assert rep.stage("audio.resampled").delay_ms == pytest.approx(SLEEP * 1000, rel=1e-6)  # type: ignore[union-attr]
+    assert found == []

@@ -35,7 +35,8 @@ from ..records.performance import PerfMeasurement
 from .context import Context
 from .optimisation._train import update_step
 
-__all__ = ["measure_performance", "time_updates", "count_host_reads", "host_read_counts", "HostReadCounts"]
+__all__ = ["measure_performance", "time_updates", "run_queue_delay", "count_host_reads", "host_read_counts",
+           "HostReadCounts"]
 
 
 def _device(model: torch.nn.Module) -> torch.device:
@@ -43,8 +44,15 @@ def _device(model: torch.nn.Module) -> torch.device:
     return p.device if p is not None else torch.device("cpu")
 
 
-def run_queue_delay() -> float | None:
-    """Seconds this process's threads have waited, runnable, for a CPU (None where unknown)."""
+def run_queue_delay(thread: int | None = None) -> float | None:
+    """Seconds this process's threads have waited, runnable, for a CPU (None where unknown); only
+    thread `thread` (a native id: `threading.get_native_id()`) when one is named."""
+    if thread is not None:
+        try:
+            with open(f"/proc/self/task/{thread}/schedstat") as f:
+                return int(f.read().split()[1]) / 1e9
+        except (OSError, IndexError, ValueError):
+            return None
     total = 0
     try:
         tids = os.listdir("/proc/self/task")

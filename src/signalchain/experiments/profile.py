@@ -19,6 +19,12 @@ backward started, like `grad.norm`, are not boundaries), and `optimizer` runs to
 update (clipping, the step, the scheduler, zero_grad). Memory is the profiler's own: its `[memory]`
 events on the device the parameters live on (the CPU allocator's bytes here; the CUDA caching
 allocator's on a GPU). This runs on a replay, never in the user's loop.
+
+A busy machine stretches whichever window other processes happened to preempt. The step thread's
+run-queue delay (Linux schedstat, the performance family's `run_queue_delay`) is read at the step's
+start, its batch, each tap and its end; each window's share of it (linear between those readings:
+the backward's end is not one) is kept per step beside the window, so that the judge can take it
+out and ask for a share on every step (`StageCost.busy_ms`, `delay_ms`).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import contextlib
 import gc
 import os
 import sys
+import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
@@ -40,7 +47,7 @@ from ..probes.stage_clock import StageClock
 from ..records.profile import BACKWARD, DATA, LOADER, MODEL, OPTIMIZER, OpTime, StageCost, StepProfile
 from .context import Context
 from .optimisation._train import update_step
-from .performance import _device, _sync  # the timing family's device and drain, shared
+from .performance import _device, _sync, run_queue_delay  # the timing family's device, drain and CPU wait
 
 __all__ = ["profile_steps", "measure_profile", "TRACE_ENV"]
 
@@ -112,10 +119,13 @@ def profile_steps(ctx: Context, steps: int = 2, warmup: int = 1, trace: str | No
     _sync(device)
     plain = time.perf_counter() - t0
 
-    clock = StageClock()
+    tid = threading.get_native_id()  # the thread that runs the step: its run-queue delay is read at each boundary
+    delay = (lambda: run_queue_delay(tid)) if run_queue_delay(tid) is not None else None
+    clock = StageClock(delay=delay)
     clock.watch_model(model)
     tap = clock.tap_wrapper()
     bounds: list[tuple[int, int, int, int]] = []  # per step: calibration, start, batch ready, end (perf ns)
+    delays: list[tuple[float, float, float]] = []  # per step: the run-queue delay at start, ready, end (s)
     marks: list[tuple[int, int, int]] = []  # per step: c0, before and after entering the offset mark
     was_enabled = gc.isenabled()
     gc.collect()
@@ -132,11 +142,16 @@ def profile_steps(ctx: Context, steps: int = 2, warmup: int = 1, trace: str | No
                     c0 = time.perf_counter_ns()
                     with record_function(_STEP):
                         t1 = time.perf_counter_ns()
+                        d1 = delay() if delay else None
                         batch = batches.next()
                         t2 = time.perf_counter_ns()
+                        d2 = delay() if delay else None
                         update_step(p, model, optimizer, batch, tap)
                         _sync(device)
                         t3 = time.perf_counter_ns()
+                        d3 = delay() if delay else None
+                    if d1 is not None and d2 is not None and d3 is not None:
+                        delays.append((d1, d2, d3))
                     with record_function(_MARK):  # the clocks' offset, read where entering is cheap
                         t4 = time.perf_counter_ns()
                     marks.append((c0, t3, t4))
@@ -150,7 +165,8 @@ def profile_steps(ctx: Context, steps: int = 2, warmup: int = 1, trace: str | No
             gc.enable()
     if trace:
         prof.export_chrome_trace(trace)
-    rep = _attribute(prof, clock, bounds, marks, device, batches.loader)
+    rep = _attribute(prof, clock, bounds, marks, device, batches.loader,
+                     delays if len(delays) == len(bounds) else None)
     rep.plain_ms = round(plain * 1000, 3)
     rep.trace_path = trace
     return rep
@@ -230,8 +246,32 @@ def _windows(clock: StageClock, ops: list[Any], start: int, ready: int, end: int
     return out
 
 
+def _delay_points(clock: StageClock, start: int, ready: int, end: int,
+                  d: tuple[float, float, float] | None) -> list[tuple[int, int]]:
+    """(perf ns, run-queue delay so far in ns) at the step's boundaries whose delay was read: its
+    start, the batch, each tap, its end. Empty where the delay is not readable."""
+    if d is None:
+        return []
+    pts = [(start, round(d[0] * 1e9)), (ready, round(d[1] * 1e9))]
+    pts += [(m.t_ns, round(m.delay * 1e9)) for m in clock.marks if m.delay is not None and ready <= m.t_ns <= end]
+    pts.append((end, round(d[2] * 1e9)))
+    return sorted(pts)
+
+
+def _delay_at(pts: list[tuple[int, int]], t: int) -> float:
+    """The run-queue delay so far at time t, linear between the boundaries where it was read (the
+    backward's end is not one: the wait from the last tap to the step's end is shared by time)."""
+    if not pts or t <= pts[0][0]:
+        return float(pts[0][1]) if pts else 0.0
+    for (t0, d0), (t1, d1) in zip(pts, pts[1:]):
+        if t <= t1:
+            return d0 + (d1 - d0) * (t - t0) / (t1 - t0) if t1 > t0 else float(d1)
+    return float(pts[-1][1])
+
+
 def _attribute(prof: Any, clock: StageClock, bounds: list[tuple[int, int, int, int]],
-               marks: list[tuple[int, int, int]], device: torch.device, loader: bool) -> StepProfile:
+               marks: list[tuple[int, int, int]], device: torch.device, loader: bool,
+               delays: list[tuple[float, float, float]] | None = None) -> StepProfile:
     offset = _offset(prof, marks)
     raw, mem = _events(prof, offset)
     ops = _self_times(raw)
@@ -253,17 +293,27 @@ def _attribute(prof: Any, clock: StageClock, bounds: list[tuple[int, int, int, i
     acc: dict[str, dict[str, Any]] = {}
     order: list[str] = []
     step_total = 0
-    for _, start, ready, end in bounds:
+    n = max(1, len(bounds))
+    step_busy: list[float] = []  # ms per step, its run-queue delay taken out
+    step_wait = 0.0
+    for i, (_, start, ready, end) in enumerate(bounds):
         step_total += end - start
+        pts = _delay_points(clock, start, ready, end, delays[i] if delays else None)
+        waited = min(max(_delay_at(pts, end) - _delay_at(pts, start), 0.0), end - start)
+        step_busy.append((end - start - waited) / 1e6)
+        step_wait += waited
         base = level_at(start)
         for stage, kind, w0, w1, vb, ib in _windows(clock, raw, start, ready, end, loader):
             a = acc.get(stage)
             if a is None:
                 a = acc[stage] = {"kind": kind, "ns": 0, "ops": defaultdict(lambda: [0, 0, 0, ""]),
                                   "lines": Counter(), "alloc": 0, "peak": 0, "peak_level": 0, "kept": 0, "vb": vb,
-                                  "ib": ib, "spans": defaultdict(list)}
+                                  "ib": ib, "spans": defaultdict(list), "delay": 0.0, "busy": [0.0] * n}
                 order.append(stage)
             a["ns"] += w1 - w0
+            wait = min(max(_delay_at(pts, w1) - _delay_at(pts, w0), 0.0), w1 - w0)
+            a["delay"] += wait
+            a["busy"][i] += (w1 - w0 - wait) / 1e6
             for s, e, name, self_ns, shapes in ops:
                 if w0 <= s < w1:
                     o = a["ops"][name]
@@ -279,7 +329,6 @@ def _attribute(prof: Any, clock: StageClock, bounds: list[tuple[int, int, int, i
             top = max((lv for _, lv in inside), default=w_base)
             if top - w_base >= a["peak"]:
                 a["peak"], a["peak_level"], a["kept"] = top - w_base, top - base, level_at(w1) - w_base
-    n = max(1, len(bounds))
     step_ns = step_total / n
     stages = []
     for stage in order:
@@ -293,11 +342,12 @@ def _attribute(prof: Any, clock: StageClock, bounds: list[tuple[int, int, int, i
         stages.append(StageCost(stage, a["kind"], round(ms, 3), round(a["ns"] / n / step_ns, 4) if step_ns else 0.0,
                                 op_rows, lines, round(sum(v[0] for v in a["ops"].values()) / n / 1e6, 3),
                                 int(a["alloc"] / n), int(a["peak"]), int(a["peak_level"]), int(a["kept"]), int(a["vb"]),
-                                int(a["ib"])))
+                                int(a["ib"]), round(a["delay"] / n / 1e6, 3), [round(b, 3) for b in a["busy"]]))
     source = ("torch.profiler [memory] events of the CUDA caching allocator" if dev == "cuda"
               else "torch.profiler [memory] events of the CPU allocator (torch tensors; numpy arrays are not seen)")
     return StepProfile(stages, round(step_ns / 1e6, 3), len(bounds), str(device), source,
-                       "loader" if loader else "golden")
+                       "loader" if loader else "golden", busy_ms=[round(b, 3) for b in step_busy],
+                       delay_ms=round(step_wait / n / 1e6, 3) if delays else None)
 
 
 def _site(clock: StageClock, spans: list[tuple[int, int]]) -> str:

@@ -3,7 +3,9 @@ user's lines the step was running, sampled.
 
 The taps are the boundaries: the work between the previous tap and the tap of stage `s` produced
 `s`. The clock records `time.perf_counter_ns()` at each tap (before the user's own tap runs) and the
-bytes of the tapped value; a forward pre-hook on every module of the model that holds a trainable
+bytes of the tapped value, and, when given a `delay` reader, how long the step's thread has so far
+waited, runnable, for a CPU (the run-queue delay: time other processes held the cores, which a
+judge of shares takes out); a forward pre-hook on every module of the model that holds a trainable
 parameter of its own records the first time the model ran in the step (a frozen codec or text
 encoder inside the model object is data preparation, as it is in the user's cost model); and a
 sampling thread reads the main thread's Python stack every `interval` seconds and keeps the
@@ -19,6 +21,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +54,7 @@ class TapMark:
     stage: str
     t_ns: int  # perf_counter_ns when the tap was called
     nbytes: int  # of the tapped value
+    delay: float | None = None  # the thread's run-queue delay so far, seconds (None: not read)
 
 
 def _user_line(frame: Any) -> str | None:
@@ -73,6 +77,7 @@ class StageClock(Probe):
     marks: list[TapMark] = field(default_factory=list)
     model_calls: list[int] = field(default_factory=list)  # perf_counter_ns of each trainable module call
     samples: list[tuple[int, str]] = field(default_factory=list)  # (perf_counter_ns, user line)
+    delay: Callable[[], float | None] | None = None  # the run-queue delay reader, read at each tap
 
     def __post_init__(self) -> None:
         Probe.__init__(self)
@@ -80,7 +85,8 @@ class StageClock(Probe):
         self._thread: threading.Thread | None = None
 
     def on_tap(self, stage: str, value: Any) -> None:
-        self.marks.append(TapMark(stage, time.perf_counter_ns(), value_bytes(value)))
+        t = time.perf_counter_ns()
+        self.marks.append(TapMark(stage, t, value_bytes(value), self.delay() if self.delay is not None else None))
 
     def watch_model(self, model: torch.nn.Module) -> None:
         calls = self.model_calls

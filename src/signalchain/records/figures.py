@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Figure", "Table", "Bars", "Curves", "Text", "Audio"]
+__all__ = ["Figure", "Table", "Bars", "Stack", "Curves", "Text", "Audio"]
 
 
 class Figure:
@@ -41,6 +41,18 @@ class Bars(Figure):
     x_label: str = ""
     logx: bool | None = None
     kind = "bars"
+
+
+@dataclass
+class Stack(Figure):
+    """One bar of `segments` (`[name, value, group]`) end to end in the given order, a colour per group,
+    named in `groups` order in the legend (a step's time by stage, in pipeline order)."""
+
+    title: str
+    segments: list[list[Any]]
+    groups: list[str]
+    x_label: str = ""
+    kind = "stack"
 
 
 @dataclass

@@ -26,7 +26,8 @@ class OpTime:
 
 @dataclass
 class StageCost:
-    """One stage's window of the step, averaged over the profiled steps (memory: the largest)."""
+    """One stage's window of the step, averaged over the profiled steps (memory: the largest); `busy_ms`
+    keeps each step apart, so that a judge can ask for a share on every step, not on their mean."""
 
     stage: str
     kind: str  # DATA, MODEL, BACKWARD, OPTIMIZER or LOADER
@@ -41,6 +42,8 @@ class StageCost:
     kept: int = 0  # bytes live at the window's end less those at its start (what it left for later)
     value_bytes: int = 0  # bytes of the value tapped at the stage (its output)
     input_bytes: int = 0  # bytes of the value tapped just before (its input, as far as taps tell)
+    delay_ms: float = 0.0  # per step, the step thread's run-queue delay inside the window (other processes)
+    busy_ms: list[float] = field(default_factory=list)  # each profiled step's window less that delay
 
 
 @dataclass
@@ -56,6 +59,8 @@ class StepProfile:
     plain_ms: float | None = None  # a plain (unprofiled) step of the same run, for the overhead
     trace_path: str | None = None  # the Chrome trace written, when asked
     notes: list[str] = field(default_factory=list)
+    busy_ms: list[float] = field(default_factory=list)  # each profiled step less its run-queue delay
+    delay_ms: float | None = None  # per step, the step thread's run-queue delay (None: not readable here)
 
     def stage(self, name: str) -> StageCost | None:
         return next((s for s in self.stages if s.stage == name), None)

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..findings import Finding
 from .html import HtmlReport, audio_player, esc, findings_table, image_tag, table
-from .plots import bar_figure, line_figure
+from .plots import bar_figure, line_figure, stack_figure
 
 __all__ = ["render_doctor", "render_metric", "strip_audio"]
 
@@ -22,6 +22,7 @@ def render_metric(m: dict[str, Any]) -> str:
 
     curves: {"series": {name: [xs, ys]}, "x_label", "y_label", "logx", "logy", "vlines": {name: x}, "ylim": [lo, hi]}
     bars:   {"values": {name: number}, "x_label", "logx"}
+    stack:  {"segments": [[name, number, group]], "groups": [group], "x_label"}  (one bar, segments in order)
     table:  {"headers": [...], "rows": [[...]]}
     audio:  {"sample_rate": sr, "clips": [{"label": str, "audio": array [C, T] or [T], "note": str}]}
             (a clip without "audio" shows its note in place of a player: why there is nothing to hear)
@@ -35,6 +36,8 @@ def render_metric(m: dict[str, Any]) -> str:
                                      ylim=tuple(m["ylim"]) if m.get("ylim") else None), title)
     if kind == "bars":
         return image_tag(bar_figure(m["values"], title, m.get("x_label", ""), logx=m.get("logx", True)), title)
+    if kind == "stack":
+        return image_tag(stack_figure(m["segments"], m.get("groups", []), title, m.get("x_label", "")), title)
     if kind == "table":
         return f"<h3>{esc(title)}</h3>" + table(m["rows"], m["headers"])
     if kind == "audio":

@@ -14,7 +14,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from scipy import signal  # noqa: E402
 
 __all__ = ["audio_figure", "waveform_limits", "codes_figure", "mask_figure", "histogram_figure", "line_figure",
-           "bar_figure"]
+           "bar_figure", "stack_figure"]
 
 _DPI = 80
 
@@ -191,4 +191,46 @@ def bar_figure(values: Mapping[str, float], title: str = "", xlabel: str = "", l
     if title:
         ax.set_title(_plain(title), fontsize=9)
     ax.grid(alpha=0.3, axis="x")
+    return _png(fig)
+
+
+#: Colours of a stacked bar's groups, in the order the figure names them (grey first: the figure's
+#: own leading group, such as waiting, reads as background).
+STACK_COLOURS = ("#9e9e9e", "#dd8452", "#4c72b0", "#8172b3", "#55a868", "#c44e52", "#937860", "#da8bc3")
+
+
+def stack_figure(segments: Sequence[Sequence[object]], groups: Sequence[str], title: str = "", xlabel: str = "",
+                 label_share: float = 0.025) -> bytes:
+    """One horizontal bar of `segments` ([name, value, group]) end to end, in the given order; each
+    group has its colour (the legend), white edges part neighbours, and a
+    segment of at least `label_share` of the whole is named above the bar (on two staggered rows) and
+    given its share inside it."""
+    items = [(str(n), max(float(v), 0.0), str(g)) for n, v, g in segments]
+    total = sum(v for _, v, _ in items) or 1.0
+    colour = {g: STACK_COLOURS[i % len(STACK_COLOURS)] for i, g in enumerate(groups)}
+    fig, ax = plt.subplots(figsize=(12, 2.4))
+    left, row = 0.0, 0
+    for name, value, group in items:
+        ax.barh(0, value, left=left, height=0.6, color=colour.get(group, "#333333"), edgecolor="white", linewidth=0.8)
+        share = value / total
+        if share >= label_share:
+            mid = left + value / 2
+            y = 0.55 + 0.32 * row
+            row = 1 - row
+            ax.annotate(_plain(name), (mid, 0.3), (mid, y), ha="center", va="bottom", fontsize=7,
+                        arrowprops={"arrowstyle": "-", "color": "#777777", "linewidth": 0.5})
+            if share >= 0.05:
+                ax.text(mid, 0, f"{share:.0%}", ha="center", va="center", fontsize=7, color="white")
+        left += value
+    ax.set_xlim(0, total)
+    ax.set_ylim(-0.45, 1.25)
+    ax.set_yticks([])
+    for side in ("left", "right", "top"):
+        ax.spines[side].set_visible(False)
+    ax.set_xlabel(_plain(xlabel))
+    if title:
+        ax.set_title(_plain(title), fontsize=9)
+    present = [g for g in groups if any(g == grp for _, _, grp in items)]
+    ax.legend(handles=[Patch(color=colour[g], label=_plain(g)) for g in present], fontsize=7, ncol=len(present),
+              loc="upper center", bbox_to_anchor=(0.5, -0.32), frameon=False)
     return _png(fig)

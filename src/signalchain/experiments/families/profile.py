@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from ...checks.profile import excess_bytes, judge_profile
-from ...records.figures import Bars, Figure, Table
-from ...records.profile import StepProfile
+from ...records.figures import Figure, Stack, Table
+from ...records.profile import BACKWARD, DATA, LOADER, MODEL, OPTIMIZER, StepProfile
 from ..context import Knob
 from ..doctor import Family, Step, register
 from ..profile import measure_profile
@@ -17,6 +17,11 @@ KNOBS = {
     # small part of the doctor's time
     "profile_steps": Knob(1, 2, 3, "profiled updates (after one warm-up update)"),
 }
+
+
+#: The stacked bar's groups, in legend order: data preparation apart from the model's own work.
+GROUPS = {LOADER: "waiting for the loader", DATA: "data preparation", MODEL: "model forward and loss",
+          BACKWARD: "backward", OPTIMIZER: "optimizer"}
 
 
 def _mib(n: int) -> float:
@@ -45,9 +50,9 @@ def _metrics(rep: StepProfile) -> dict[str, Figure]:
             f"{rep.step_ms:.1f} ms per step{plain}; memory: {rep.memory_source})",
             ["stage", "kind", "time (ms)", "share", "top operators (self CPU) @ call site", "user lines (sampled)",
              "allocated (MiB)", "peak (MiB)", "beyond its output (MiB)", ""], rows),
-        "profile.time": Bars("Where a step's time goes, by stage (ms per step)",
-                             {f"{s.stage} ({s.kind})": round(s.ms, 2) for s in rep.stages if s.ms >= 0.05},
-                             x_label="ms per step", logx=False),
+        "profile.time": Stack(f"Where a step's time goes, stage by stage in pipeline order ({rep.step_ms:.1f} ms "
+                              "per step)", [[s.stage, round(s.ms, 2), GROUPS.get(s.kind, s.kind)] for s in rep.stages],
+                              list(GROUPS.values()), x_label="ms per step"),
     }
 
 
