@@ -22,7 +22,7 @@ from signalchain.experiments.doctor import (
     ordered_steps,
     run_family,
 )
-from signalchain.records.figures import Audio, Bars, Curves, Table, Text
+from signalchain.records.figures import Audio, Bars, Curves, Stack, Table, Text
 
 FAMILIES_DIR = Path(__file__).parents[2] / "src" / "signalchain" / "experiments" / "families"
 
@@ -151,6 +151,8 @@ def test_steps_run_in_declared_order_unless_after_says_otherwise():
 def test_figures_give_the_dicts_the_report_draws():
     assert Bars("t", {"a": 1.0}, x_label="z", logx=False).to_dict() == {
         "kind": "bars", "title": "t", "values": {"a": 1.0}, "x_label": "z", "logx": False}
+    assert Stack("t", [["a", 1.0, "g"]], ["g"], x_label="ms").to_dict() == {
+        "kind": "stack", "title": "t", "segments": [["a", 1.0, "g"]], "groups": ["g"], "x_label": "ms"}
     assert Curves("t", {"s": [[0], [1.0]]}, x_label="u", y_label="ms", logy=True).to_dict() == {
         "kind": "curves", "title": "t", "series": {"s": [[0], [1.0]]}, "x_label": "u", "y_label": "ms", "logy": True}
     assert Text("t", "x").to_dict() == {"kind": "text", "title": "t", "text": "x"}

@@ -76,6 +76,8 @@ def _doctor(p: str) -> HtmlReport:
         "fam.table": {"kind": "table", "title": p, "headers": [p], "rows": [[p]]},
         "fam.text": {"kind": "text", "title": p, "text": p},
         "fam.bars": {"kind": "bars", "title": p, "values": {p: 1.0, "other": 2.0}, "x_label": p},
+        "fam.stack": {"kind": "stack", "title": p, "segments": [[p, 1.0, p], ["other", 2.0, "g"]], "groups": [p, "g"],
+                      "x_label": p},
         "fam.curves": {"kind": "curves", "title": p, "series": {p: [[0, 1], [1.0, 2.0]]}, "x_label": p, "y_label": p},
         p: {"kind": "text", "title": "a family named by the payload", "text": "ok"},
     }
@@ -110,7 +112,7 @@ def test_hostile_text_in_every_slot_is_shown_not_run(browser: Any, tmp_path: Pat
     assert [a["label"] for a in shown.audio] == [p] and [i["alt"] for i in shown.images] == [p]
     doctor = load(browser, _doctor(p).write(tmp_path / "doctor.html"))
     _clean(doctor)
-    assert len(doctor.audio) == 1 and len(doctor.images) == 2 and _shows(doctor.text, p) >= 10
+    assert len(doctor.audio) == 1 and len(doctor.images) == 3 and _shows(doctor.text, p) >= 10
     faults = load(browser, _faults(p).write(tmp_path / "faults.html"))
     _clean(faults)
     assert _shows(faults.text, p) >= 8
