@@ -50,9 +50,11 @@ demo: setup
 	$(SC) inspect $(DEMO)/symbolic-golden --html $(DEMO)/symbolic-inspect.html
 	@echo "reports: $(DEMO)/inspect.html $(DEMO)/compare.html $(DEMO)/compare-fault.html $(DEMO)/doctor.html $(DEMO)/doctor-fault.html $(DEMO)/symbolic-inspect.html"
 
-# The README's screenshots: the top of five demo pages at 1400 px (headless Chromium).
+# The README's screenshots: the top of five demo pages at 1400 px (headless Chromium), and the doctor
+# page's profile section that docs/families.md shows.
 screenshots: demo
 	$(PY) tests/report/_chromium.py demo-shots $(DEMO) docs/images
+	$(PY) tests/report/_chromium.py section-shot $(DEMO)/doctor.html m-profile docs/images/doctor-profile.png
 
 # The README's "real output" blocks, rewritten from real runs of the bundled pipelines (the rule that
 # abridges each block is in the comment beside it); tests/test_readme.py fails when they differ.

@@ -5,6 +5,8 @@ the docs show:
 
     .venv/bin/python tests/report/_chromium.py screenshot PAGE.html OUT.png [--width 1280 --height 1600]
     .venv/bin/python tests/report/_chromium.py demo-shots demo-out docs/images   # the README's five
+    .venv/bin/python tests/report/_chromium.py section-shot demo-out/doctor.html m-profile \
+        docs/images/doctor-profile.png   # one section of a page (docs/families.md's profile picture)
 
 Nothing here downloads anything: the driver is Debian's chromedriver named by path (so selenium's
 manager is never consulted, and a guard makes sure of it), and the browser's host resolver maps
@@ -238,6 +240,28 @@ def demo_shots(browser: Any, demo: Path, out: Path) -> list[Path]:
     return written
 
 
+def section_shot(browser: Any, page: Path, anchor: str, out: Path, width: int = SHOT_WIDTH) -> Path:
+    """One section of a report (`<section id=anchor>`: a doctor family's measurements is `m-FAMILY`)
+    at `width` px, as a palette PNG."""
+    from PIL import Image
+
+    problems = load(browser, page).problems()
+    if problems:
+        raise RuntimeError(f"{page.name} fails its checks: {problems[:3]}")
+    box = browser.execute_script(
+        "const e = document.getElementById(arguments[0]); if (!e) return null; const r = e.getBoundingClientRect();"
+        "return [r.left + window.scrollX, r.top + window.scrollY, r.width, r.height];", anchor)
+    if box is None:
+        raise RuntimeError(f"{page.name} has no section {anchor!r}")
+    path = screenshot(browser, out, width, SHOT_HEIGHT, full_page=True)
+    with Image.open(path) as im:
+        x, y, w, h = (round(v) for v in box)
+        small = im.convert("RGB").crop((0, max(y - 8, 0), width, y + h + 8))
+        small = small.quantize(SHOT_COLOURS, method=Image.Quantize.MEDIANCUT)
+    small.save(path, optimize=True)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -250,11 +274,23 @@ def main(argv: list[str] | None = None) -> int:
     shots = sub.add_parser("demo-shots", help="the README's screenshots of the demo pages")
     shots.add_argument("demo", type=Path, help="the folder `make demo` wrote (demo-out)")
     shots.add_argument("out", type=Path, help="where the PNGs go (docs/images)")
+    part = sub.add_parser("section-shot", help="PNG of one section of a report page (docs/images/doctor-profile.png)")
+    part.add_argument("page", type=Path)
+    part.add_argument("anchor", help="the section's id: m-FAMILY for a doctor family's measurements")
+    part.add_argument("out", type=Path)
     args = ap.parse_args(argv)
     found = find_browser()
     if isinstance(found, str):
         print(f"_chromium: {found}", file=sys.stderr)
         return 2
+    if args.cmd == "section-shot":
+        browser = launch(*found, width=SHOT_WIDTH, height=SHOT_HEIGHT)
+        try:
+            path = section_shot(browser, args.page, args.anchor, args.out)
+            print(f"{path} {path.stat().st_size // 1024} KB")
+        finally:
+            browser.quit()
+        return 0
     if args.cmd == "demo-shots":
         browser = launch(*found, width=SHOT_WIDTH, height=SHOT_HEIGHT)
         try:

@@ -208,7 +208,7 @@ def stack_figure(segments: Sequence[Sequence[object]], groups: Sequence[str], ti
     items = [(str(n), max(float(v), 0.0), str(g)) for n, v, g in segments]
     total = sum(v for _, v, _ in items) or 1.0
     colour = {g: STACK_COLOURS[i % len(STACK_COLOURS)] for i, g in enumerate(groups)}
-    fig, ax = plt.subplots(figsize=(12, 2.4))
+    fig, ax = plt.subplots(figsize=(16, 2.6))
     left, row = 0.0, 0
     for name, value, group in items:
         ax.barh(0, value, left=left, height=0.6, color=colour.get(group, "#333333"), edgecolor="white", linewidth=0.8)
@@ -217,10 +217,10 @@ def stack_figure(segments: Sequence[Sequence[object]], groups: Sequence[str], ti
             mid = left + value / 2
             y = 0.55 + 0.32 * row
             row = 1 - row
-            ax.annotate(_plain(name), (mid, 0.3), (mid, y), ha="center", va="bottom", fontsize=7,
+            ax.annotate(_plain(name), (mid, 0.3), (mid, y), ha="center", va="bottom", fontsize=9,
                         arrowprops={"arrowstyle": "-", "color": "#777777", "linewidth": 0.5})
             if share >= 0.05:
-                ax.text(mid, 0, f"{share:.0%}", ha="center", va="center", fontsize=7, color="white")
+                ax.text(mid, 0, f"{share:.0%}", ha="center", va="center", fontsize=8, color="white")
         left += value
     ax.set_xlim(0, total)
     ax.set_ylim(-0.45, 1.25)
@@ -229,8 +229,8 @@ def stack_figure(segments: Sequence[Sequence[object]], groups: Sequence[str], ti
         ax.spines[side].set_visible(False)
     ax.set_xlabel(_plain(xlabel))
     if title:
-        ax.set_title(_plain(title), fontsize=9)
+        ax.set_title(_plain(title), fontsize=10)
     present = [g for g in groups if any(g == grp for _, _, grp in items)]
-    ax.legend(handles=[Patch(color=colour[g], label=_plain(g)) for g in present], fontsize=7, ncol=len(present),
+    ax.legend(handles=[Patch(color=colour[g], label=_plain(g)) for g in present], fontsize=9, ncol=len(present),
               loc="upper center", bbox_to_anchor=(0.5, -0.32), frameon=False)
     return _png(fig)
