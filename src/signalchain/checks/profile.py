@@ -7,9 +7,10 @@ judged, not their mean, so that one step a busy machine stretched is not enough.
 step thread's run-queue delay (the time it was ready to run while other processes held the cores,
 read at each boundary; `StageCost.busy_ms`) taken out of the window and of the step. Measured on a
 loaded 2-core machine (per-step minimum / mean over 2 steps, seeds 0-2): the reference's largest
-data-preparation share is 0.07-0.12 / 0.08-0.13 (its numpy codec; soxr resampling), the symbolic
-bed's and its zoo members' 0.13-0.17 / 0.14-0.19 (the REMI tokenizer run per step), so 0.3 leaves
-1.75x over the largest clean share; the faults' lowest shares are 0.70-0.82. The floor keeps a
+data-preparation share is 0.07-0.12 / 0.08-0.15 (its numpy codec; on seed 1 one step's
+`audio.original` took 0.27, the other 0.02), the symbolic bed's and its fine-tuning zoo members'
+0.13-0.17 / 0.14-0.19 (the REMI tokenizer run per step), so 0.3 leaves 1.7x over the largest clean
+share; the profile faults' lowest shares are 0.70-0.83. The floor keeps a
 pipeline whose whole step is a few milliseconds from being told to cache a millisecond. The HF
 MusicGen bed is not silent, and rightly: it runs the frozen EnCodec encoder on every clip in every
 step (0.41-0.46 of its step at `tokens`), the very cost this id names. Where the work runs is the
