@@ -128,7 +128,7 @@ def test_a_stage_expensive_on_every_step_is_a_finding_with_its_shares_per_step()
     out = [f for f in judge_profile(rep) if f.id == "perf.expensive_stage"]
     assert [f.stage for f in out] == ["audio.resampled"]
     assert out[0].evidence["step_shares"] == [0.4, 0.5, 0.45] and out[0].evidence["min_share"] == 0.4
-    assert "on each of 3 profiled steps (40%-50%)" in out[0].message
+    assert "takes 40%-50% of the step on each of 3 profiled steps (mean 45%" in out[0].message
 
 
 def test_the_ms_floor_holds_on_every_step_too() -> None:

@@ -87,11 +87,12 @@ def _expensive(rep: StepProfile) -> list[Finding]:
         # expensive on every profiled step: one step that a busy machine stretched is not enough
         if low < EXPENSIVE_SHARE or min(ms) < EXPENSIVE_MS:
             continue
-        each = f"on each of {len(shares)} profiled steps ({low:.0%}-{max(shares):.0%})" if len(shares) > 1 else ""
+        took = (f"{low:.0%}-{max(shares):.0%} of the step on each of {len(shares)} profiled steps (mean {mean:.0%}; "
+                if len(shares) > 1 else f"{mean:.0%} of the step (")
         out.append(Finding(
             "perf.expensive_stage", "warning", s.stage,
-            f"data preparation at {s.stage!r} takes {mean:.0%} of the step {each}".rstrip() +
-            f" ({s.ms:.1f} of {rep.step_ms:.1f} ms, before the model runs); {_where(s)}",
+            f"data preparation at {s.stage!r} takes {took}{s.ms:.1f} of {rep.step_ms:.1f} ms wall time per step, "
+            f"before the model runs); {_where(s)}",
             {"share": s.share, "ms": s.ms, "step_ms": rep.step_ms, "step_shares": [round(x, 4) for x in shares],
              "min_share": round(low, 4), "mean_share": round(mean, 4), "delay_ms": s.delay_ms,
              "ops": [o.__dict__ for o in s.ops], "lines": s.lines, "threshold_share": EXPENSIVE_SHARE,
