@@ -5,7 +5,9 @@ all K codebooks are sampled at once; positions outside the pattern get the speci
 covered by an audio prompt keep the prompt's codes. Classifier-free guidance runs the conditional
 rows and null-condition rows (all-False mask) in one batch and mixes their logits:
     logits = uncond + cfg_coef * (cond - uncond)
-There is no KV cache: each step re-runs the prefix, which is fast enough at this size.
+A step runs the decoder over the new position only, against a key/value cache of the earlier ones
+(`incremental.py`); a model the cache cannot reproduce (a patched forward, a hook, a wrapper) re-runs
+the whole prefix each step instead, as does `use_cache=False`. Both give the same tokens.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .incremental import KVCache, cache_applies, forward_cached
 from .model import MusicLM
 from .pattern import build_delay_pattern, pattern_valid_mask, revert_delay_pattern
 
@@ -95,9 +98,14 @@ def sample_next(
 
 @torch.no_grad()
 def generate(
-    model: MusicLM, cond: Tensor, cond_mask: Tensor, cfg: SamplingConfig
+    model: MusicLM, cond: Tensor, cond_mask: Tensor, cfg: SamplingConfig, *, use_cache: bool | None = None
 ) -> GenerationResult:
-    """cond [B, L, D], cond_mask [B, L] (from model.encode_condition) -> GenerationResult."""
+    """cond [B, L, D], cond_mask [B, L] (from model.encode_condition) -> GenerationResult.
+
+    use_cache: None (the default) decodes incrementally with a key/value cache where
+    `cache_applies(model)`, else re-runs the prefix each step; False always re-runs the prefix;
+    True requires the cache (ValueError on a model it cannot reproduce).
+    """
     K, C = model.config.n_codebooks, model.config.cardinality
     special = model.special_token
     B, T, device = cond.shape[0], cfg.max_frames, cond.device
@@ -130,15 +138,27 @@ def generate(
     seen = (torch.full((3 if guided else 1, B, K, S, C), float("nan"), device=device)  # sampler's logits per step
             if cfg.keep_logits else None)
 
+    cached = use_cache is not False and cache_applies(model)
+    if use_cache and not cached:
+        raise ValueError("use_cache=True but the model is not a plain MusicLM (a patched forward, a hook or a "
+                         "wrapper): the key/value cache would bypass it")
     was_training = model.training
     model.eval()
     try:
+        cache = KVCache(model, cond, cond_mask, S) if cached else None
         for s in range(P, S):  # steps before P hold only prompt codes and specials
             if not bool(to_sample[:, s].any()):
                 continue
-            prefix = pattern[:, :, :s].repeat(2, 1, 1) if guided else pattern[:, :, :s]
-            inputs = torch.cat([start, prefix], dim=2)  # [B', K, s + 1]; the last step predicts s
-            logits = model(inputs, cond, cond_mask)[:, :, -1]  # [B', K, C]
+            if cache is None:
+                prefix = pattern[:, :, :s].repeat(2, 1, 1) if guided else pattern[:, :, :s]
+                inputs = torch.cat([start, prefix], dim=2)  # [B', K, s + 1]; the last step predicts s
+                logits = model(inputs, cond, cond_mask)[:, :, -1]  # [B', K, C]
+            else:  # the inputs at positions cache.length .. s (input j is pattern step j - 1)
+                new = pattern[:, :, max(cache.length - 1, 0) : s]
+                new = new.repeat(2, 1, 1) if guided else new
+                if cache.length == 0:
+                    new = torch.cat([start, new], dim=2)
+                logits = forward_cached(model, new, cache)[:, :, -1]  # [B', K, C]
             if guided:
                 cond_logits, uncond_logits = logits.chunk(2, dim=0)
                 logits = uncond_logits + cfg.cfg_coef * (cond_logits - uncond_logits)
