@@ -123,6 +123,16 @@ def test_training_mode_bypasses_only_where_it_changes_the_output(bed, audio):
     assert mode_sensitive(model.audio_encoder) and cache._survey(model.audio_encoder, audio) is None
     model.audio_encoder.eval()
     assert cache._survey(model.audio_encoder, audio) is not None
+    model.audio_encoder.extra = Jitter()  # a module of the user's own that reads `training`
+    model.audio_encoder.train()
+    assert mode_sensitive(model.audio_encoder) and cache._survey(model.audio_encoder, audio) is None
+    model.audio_encoder.extra = torch.nn.Dropout(0.0)  # no dropout at p=0: training mode changes nothing
+    assert not mode_sensitive(model.audio_encoder) and cache._survey(model.audio_encoder, audio) is not None
+
+
+class Jitter(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 1e-3 * torch.randn_like(x) if self.training else x
 
 
 def test_a_codec_that_draws_random_numbers_is_not_cached(bed, audio):

@@ -70,10 +70,13 @@ def _class_reads_training(cls: type) -> bool:
     return _CLASS_READS_TRAINING[cls]
 
 
+_TORCH_MODE_TYPES = tuple(t for t, _ in _TORCH_MODE)
+
+
 def _sensitive(m: torch.nn.Module) -> bool:
-    if type(m).__module__.split(".")[0] == "torch":
-        return any(isinstance(m, t) and when(m) for t, when in _TORCH_MODE)
-    return _class_reads_training(type(m))
+    if isinstance(m, _TORCH_MODE_TYPES) and any(isinstance(m, t) and when(m) for t, when in _TORCH_MODE):
+        return True
+    return not type(m).__module__.startswith("torch.") and _class_reads_training(type(m))
 
 
 def mode_sensitive(codec: torch.nn.Module) -> bool:

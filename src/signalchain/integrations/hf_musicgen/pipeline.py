@@ -18,7 +18,7 @@ import copy
 import inspect
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,26 +28,13 @@ import torch
 from ...audio.resample import resample
 from ...pipeline import StepOutput
 from .codes_cache import CodesCache
-from .data import Example, examples_from_clips, examples_from_dataset, read_examples
+from .data import Batch, Example, examples_from_clips, examples_from_dataset, read_examples
 from .generation import HFGeneration, _no_tap
 from .labels import delayed_codes, interleave_channels, labels_from_pattern, model_delays
 
 __all__ = ["Batch", "HFMusicgenPipeline"]
 
 Tap = Callable[..., Any]
-
-
-@dataclass
-class Batch:
-    examples: list[Example]
-    seed: int  # seeds this batch's crops and caption dropout
-
-    def __len__(self) -> int:
-        return len(self.examples)
-
-    @property
-    def captions(self) -> list[str]:
-        return [e.caption for e in self.examples]
 
 
 class HFMusicgenPipeline(HFGeneration):
