@@ -171,3 +171,16 @@ def test_the_tokens_tap_is_identical_on_a_hit(bed):
         values.append(trace.value("tokens"))
     assert (cache.misses, cache.hits) == (1, 1)
     assert torch.equal(torch.as_tensor(values[0]), torch.as_tensor(values[1]))
+
+
+
+def test_cache_codes_0_turns_it_off(audio):
+    from signalchain.integrations.hf_musicgen import HFMusicgenPipeline, examples_from_clips, parse_settings
+    from signalchain.reference.hf.tiny import bed_clips, tiny_model, tiny_tokenizer
+
+    off = HFMusicgenPipeline(tiny_model, tokenizer=tiny_tokenizer(), data=examples_from_clips(bed_clips(4)),
+                             **parse_settings(["cache_codes=0"]))
+    model = off.build_model(0)
+    first = off.encode(model, audio)
+    assert torch.equal(off.encode(model, audio), first)
+    assert (off.codes_cache.hits, off.codes_cache.bypassed, len(off.codes_cache)) == (0, 2, 0)
