@@ -107,8 +107,11 @@ class _Survey:
         if config is not None and hasattr(config, "to_json_string"):
             h.update(config.to_json_string().encode())
         h.update(";".join(f"{n}|{t.dtype}|{tuple(t.shape)}" for n, t in self.tensors).encode())
-        for _, t in self.tensors:
-            h.update(_bytes(t))
+        groups: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = {}
+        for _, t in self.tensors:  # one flat copy per device and dtype: one call, not one per tensor
+            groups.setdefault((t.device, t.dtype), []).append(t.detach())
+        for group in groups.values():
+            h.update(_bytes(torch._C._nn.flatten_dense_tensors(group)))
         return h.hexdigest()
 
 
