@@ -145,7 +145,30 @@ def test_a_codec_that_draws_random_numbers_is_not_cached(bed, audio):
     model.audio_encoder.encode = noisy
     bed.encode(model, audio)
     bed.encode(model, audio)
-    assert cache.hits == 0 and len(cache) == 0
+    assert cache.hits == 0 and len(cache) == 0 and cache.bypassed == 2  # a method replaced on the instance
+    del model.audio_encoder.encode
+    quantize = type(model.audio_encoder.quantizer.layers[0]).encode
+
+    def drawing(self, x):  # on the class: the key cannot see it, the miss's RNG check does
+        torch.rand(1)
+        return quantize(self, x)
+
+    try:
+        type(model.audio_encoder.quantizer.layers[0]).encode = drawing
+        bed.encode(model, audio)
+        bed.encode(model, audio)
+    finally:
+        type(model.audio_encoder.quantizer.layers[0]).encode = quantize
+    assert cache.hits == 0 and len(cache) == 0 and cache.misses == 1 and cache.bypassed == 3
+
+
+def test_a_changed_module_setting_misses(bed, audio):
+    model, cache = fresh(bed)
+    bed.encode(model, audio)
+    act = next(m for m in model.audio_encoder.encoder.modules() if isinstance(m, torch.nn.ELU))
+    act.alpha = 0.5  # no parameter changes; the module's settings do
+    codes = bed.encode(model, audio)
+    assert (cache.misses, cache.hits) == (2, 0) and torch.equal(codes, uncached(bed, model, audio))
 
 
 def test_memory_is_bounded(bed, audio):

@@ -5,6 +5,7 @@ identical inputs can be served from memory. The key is what decides the codes: t
 shape, dtype and device; the codec's every parameter and buffer (name, dtype, shape, bytes: a
 fault or a user that trains, loads or edits the codec, even through `.data`, changes it); the
 codec's class and config; and the caller's own settings (bandwidth, channel layout, sample rate).
+Its modules' names, classes and settings (`extra_repr`: strides, paddings…) are in the key too.
 A hit returns a copy of the codes the codec gave for that key, so it is bit-identical to recomputing.
 
 It steps aside (computes, neither reads nor stores) whenever skipping the codec could change more
@@ -17,7 +18,8 @@ than the time taken:
   a Python dispatch or function mode (signalchain's non-finite watch, host-read and graph probes),
   the PyTorch profiler (the profile family measures the step a training run pays for: fresh crops
   every step, never these replays), autocast, or torch.compile tracing;
-- the audio or the codec is a tensor subclass.
+- the audio or the codec is a tensor subclass, or a codec module has a method replaced on the
+  instance (`codec.encode = …`: code the key cannot see).
 A miss also checks that the encode drew nothing from torch's global RNG and left the codec's state
 as it found it; a codec that does either is never cached again (its result is not a function of
 the key). Memory is bounded: least recently used entries go past `max_entries` or `max_bytes`.
@@ -90,10 +92,15 @@ class _Survey:
 
     def __init__(self, codec: torch.nn.Module):
         self.tensors: list[tuple[str, torch.Tensor]] = []
-        self.hooked = self.trained = self.sensitive = False
+        self.structure: list[str] = []  # each module's name, class and settings (stride, padding, alpha…)
+        self.hooked = self.trained = self.sensitive = self.patched = False
         for name, m in codec.named_modules(remove_duplicate=False):
+            cls = type(m)
+            self.structure.append(f"{name}:{cls.__module__}.{cls.__qualname__}({m.extra_repr()})")
             self.hooked = self.hooked or bool(m._forward_hooks or m._forward_pre_hooks)
             self.sensitive = self.sensitive or (m.training and _sensitive(m))
+            # a method replaced on the instance (`codec.encode = …`): code the key cannot see
+            self.patched = self.patched or any(callable(v) and not isinstance(v, type) for v in vars(m).values())
             for kind, table in (("p", m._parameters), ("b", m._buffers)):
                 for key, t in table.items():
                     if t is not None:
@@ -106,6 +113,7 @@ class _Survey:
         config = getattr(codec, "config", None)
         if config is not None and hasattr(config, "to_json_string"):
             h.update(config.to_json_string().encode())
+        h.update(";".join(self.structure).encode())
         h.update(";".join(f"{n}|{t.dtype}|{tuple(t.shape)}" for n, t in self.tensors).encode())
         groups: dict[tuple[torch.device, torch.dtype], list[torch.Tensor]] = {}
         for _, t in self.tensors:  # one flat copy per device and dtype: one call, not one per tensor
@@ -147,11 +155,8 @@ def _watched(survey: _Survey) -> bool:
                 or torch._C._autograd._profiler_enabled() or torch.compiler.is_compiling())
 
 
-def _rng_states(device: torch.device) -> list[torch.Tensor]:
-    states = [torch.random.get_rng_state()]
-    if device.type == "cuda":
-        states.append(torch.cuda.get_rng_state(device))
-    return states
+def _rng_states(devices: set[torch.device]) -> list[torch.Tensor]:
+    return [torch.random.get_rng_state()] + [torch.cuda.get_rng_state(d) for d in devices if d.type == "cuda"]
 
 
 class CodesCache:
@@ -183,7 +188,7 @@ class CodesCache:
         if type(audio) is not torch.Tensor or audio.requires_grad or torch.is_autocast_enabled(audio.device.type):
             return None
         survey = _Survey(codec)
-        if survey.trained or survey.sensitive or _watched(survey):
+        if survey.trained or survey.sensitive or survey.patched or _watched(survey):
             return None
         return survey
 
@@ -205,10 +210,10 @@ class CodesCache:
             self.hits += 1
             return hit.clone()
         self.misses += 1
-        device = audio.device
-        rng = _rng_states(device)
+        devices = {audio.device} | {t.device for _, t in survey.tensors}
+        rng = _rng_states(devices)
         codes = compute()
-        drew = any(not torch.equal(a, b) for a, b in zip(rng, _rng_states(device)))
+        drew = any(not torch.equal(a, b) for a, b in zip(rng, _rng_states(devices)))
         if drew or state_digest(codec) != state:  # not a function of the key: never cache this codec
             self._volatile.add(id(codec))
             return codes
