@@ -22,7 +22,7 @@ from ...errors import UsageError
 from ...findings import Finding
 from ...records.audit import CAPTION_KEYS
 
-__all__ = ["Example", "read_examples", "examples_from_dataset", "examples_from_clips", "split_of"]
+__all__ = ["Batch", "Example", "read_examples", "examples_from_dataset", "examples_from_clips", "split_of"]
 
 
 @dataclass
@@ -36,6 +36,21 @@ class Example:
     source_id: str | None = None
     path: str | None = None
     split: str = "train"
+
+
+@dataclass
+class Batch:
+    """Examples trained together; `seed` seeds their crops and caption dropout."""
+
+    examples: list[Example]
+    seed: int
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    @property
+    def captions(self) -> list[str]:
+        return [e.caption for e in self.examples]
 
 
 def _caption(row: Mapping[str, Any], column: str | None) -> str:

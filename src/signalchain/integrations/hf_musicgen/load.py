@@ -16,7 +16,7 @@ __all__ = ["from_pretrained_dir", "parse_settings", "SETTINGS"]
 SETTINGS: dict[str, type] = {"batch_size": int, "segment_seconds": float, "lr": float, "text_lr_scale": float,
                              "weight_decay": float, "cond_dropout": float, "guidance_scale": float,
                              "max_text_len": int, "clip_grad": float, "train_text_encoder": bool, "amp": str,
-                             "valid_every": int, "caption_column": str}
+                             "valid_every": int, "caption_column": str, "cache_codes": int}
 
 
 def parse_settings(items: Sequence[str]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import copy
 import inspect
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,26 +27,14 @@ import torch
 
 from ...audio.resample import resample
 from ...pipeline import StepOutput
-from .data import Example, examples_from_clips, examples_from_dataset, read_examples
+from .codes_cache import CodesCache
+from .data import Batch, Example, examples_from_clips, examples_from_dataset, read_examples
 from .generation import HFGeneration, _no_tap
 from .labels import delayed_codes, interleave_channels, labels_from_pattern, model_delays
 
 __all__ = ["Batch", "HFMusicgenPipeline"]
 
 Tap = Callable[..., Any]
-
-
-@dataclass
-class Batch:
-    examples: list[Example]
-    seed: int  # seeds this batch's crops and caption dropout
-
-    def __len__(self) -> int:
-        return len(self.examples)
-
-    @property
-    def captions(self) -> list[str]:
-        return [e.caption for e in self.examples]
 
 
 class HFMusicgenPipeline(HFGeneration):
@@ -57,7 +45,7 @@ class HFMusicgenPipeline(HFGeneration):
                  lr: float = 1e-4, text_lr_scale: float = 0.1, weight_decay: float = 0.0, betas=(0.9, 0.99),
                  cond_dropout: float = 0.1, guidance_scale: float = 3.0, max_text_len: int | None = None,
                  clip_grad: float = 1.0, train_text_encoder: bool = True, amp: str | None = None,
-                 valid_every: int = 5, caption_column: str | None = None):
+                 valid_every: int = 5, caption_column: str | None = None, cache_codes: int = 256):
         self.name = name
         self._model_source = model
         self.processor = processor
@@ -89,6 +77,7 @@ class HFMusicgenPipeline(HFGeneration):
         self._scalers: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
         self._last_model: Any = None
         self._last_scaler: Any = None
+        self.codes_cache = CodesCache(max_entries=cache_codes)
         del probe
 
     @classmethod
@@ -290,13 +279,19 @@ class HFMusicgenPipeline(HFGeneration):
 
     @torch.no_grad()
     def encode(self, model: Any, audio: torch.Tensor) -> torch.Tensor:
-        """Codec codes `[B, K, T]` of audio `[B, C, S]` (channels encoded apart and interleaved for stereo)."""
+        """Codec codes `[B, K, T]` of audio `[B, C, S]` (channels encoded apart and interleaved for stereo),
+        from `codes_cache` when the same audio met the same codec before (codes_cache.py says when not)."""
         codec = model.audio_encoder
-        if self.audio_channels == 2 and self.codec_channels == 1:
-            left = codec.encode(audio[:, :1], bandwidth=self.bandwidth).audio_codes[0]
-            right = codec.encode(audio[:, 1:2], bandwidth=self.bandwidth).audio_codes[0]
-            return interleave_channels(left, right)
-        return codec.encode(audio, bandwidth=self.bandwidth).audio_codes[0]
+
+        def compute() -> torch.Tensor:
+            if self.audio_channels == 2 and self.codec_channels == 1:
+                left = codec.encode(audio[:, :1], bandwidth=self.bandwidth).audio_codes[0]
+                right = codec.encode(audio[:, 1:2], bandwidth=self.bandwidth).audio_codes[0]
+                return interleave_channels(left, right)
+            return codec.encode(audio, bandwidth=self.bandwidth).audio_codes[0]
+
+        settings = (self.bandwidth, self.audio_channels, self.codec_channels, self.codec_rate)
+        return self.codes_cache.encode(codec, audio, settings, compute)
 
     def valid_frames(self, valid_samples: np.ndarray, frames: int) -> torch.Tensor:
         return torch.from_numpy(np.minimum(np.ceil(valid_samples / self.hop), frames).astype(np.int64))
