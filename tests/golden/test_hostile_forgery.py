@@ -137,6 +137,23 @@ def test_schema_valid_nonsense_is_refused(pristine):
     assert {k for k, _ in tried} == set(MUTATIONS)
 
 
+@pytest.mark.parametrize("stage, key, value", [
+    (1, "dtype", "str"),          # a text stage's summary gains a claim its text cannot back (found by hypothesis)
+    (1, "chars_mean", 99.0),      # a text statistic that is not its text's
+    (2, "dtype", "float32"),      # a json stage's summary gains a key
+    (6, "abs_max", 3.0),          # so does a scalar's
+])
+def test_an_inline_summary_that_its_value_does_not_give_is_refused(pristine, stage, key, value):
+    folder, raw, manifest = pristine
+    m = copy.deepcopy(manifest)
+    m["stages"][stage]["summary"][key] = value
+    write_manifest(folder, m)  # resealed
+    try:
+        assert judge(folder, manifest, TRACE) == "refused"
+    finally:
+        put(folder / "manifest.json", raw)
+
+
 class Canary:
     """Unpickling this runs code that writes a marker file. It must never run."""
 

@@ -21,7 +21,7 @@ import soundfile as sf
 
 from ..audio.io import join_examples
 from ..errors import GoldenFileError
-from ..stats import as_batch_audio, content_hash
+from ..stats import as_batch_audio, content_hash, json_summary, scalar_summary, text_summary
 from ..trace import is_audio_stage
 from ._files import AUDIO_DIR, VALUES
 from .rendered import check_rendered_entry
@@ -100,6 +100,28 @@ def _check_inline(st: StageEntry, where: str, mpath: Path) -> None:
     if content_hash(data) != st.value.sha256:
         raise GoldenFileError(f"{mpath}: value of stage {st.name!r} does not match its sha256: it was changed "
                               "after capture")
+    _check_inline_summary(st, data, where, mpath)
+
+
+_SUMMARY_KEYS = {"json": set(json_summary([])), "scalar": set(scalar_summary(0.0))}
+
+
+def _check_inline_summary(st: StageEntry, data: Any, where: str, mpath: Path) -> None:
+    """An inline stage's summary is derived from its stored value: text's is recomputed whole, and
+    json's and a scalar's hold exactly the keys the capture writes (no claim the value cannot back)."""
+    if st.kind == "text":
+        expected = {k: v for k, v in text_summary(data).items() if k != "hash"}
+        got = {k: v for k, v in st.summary.items() if k != "hash"}
+        if got != expected:
+            key = next((k for k in sorted(set(got) | set(expected)) if got.get(k) != expected.get(k)), "")
+            raise _bad(mpath, f"{where}.summary.{key}", f"{got.get(key)!r:.40} is not what its stored text gives "
+                       f"({expected.get(key)!r:.40})")
+        return
+    keys = _SUMMARY_KEYS.get(st.kind)
+    if keys is not None and set(st.summary) != keys:
+        odd = sorted(set(st.summary) ^ keys)
+        raise _bad(mpath, f"{where}.summary", f"a {st.kind} stage's summary holds {sorted(keys)}; "
+                   f"{', '.join(map(repr, odd[:3]))} differs")
 
 
 def _check_array_kind(st: StageEntry, where: str, mpath: Path) -> None:
