@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from signalchain.checks.profile import EXPENSIVE_MS, EXPENSIVE_SHARE, MEMORY_SHARE, excess_bytes, judge_profile
+from signalchain.checks.profile import (
+    BUSY_SHARE,
+    EXPENSIVE_MS,
+    EXPENSIVE_SHARE,
+    MEMORY_SHARE,
+    busy_steps,
+    excess_bytes,
+    judge_profile,
+)
 from signalchain.records.profile import BACKWARD, DATA, LOADER, MODEL, OPTIMIZER, OpTime, StageCost, StepProfile
 
 MB = 1 << 20
@@ -134,3 +142,23 @@ def test_a_stage_expensive_on_every_step_is_a_finding_with_its_shares_per_step()
 def test_the_ms_floor_holds_on_every_step_too() -> None:
     rep = _steps([EXPENSIVE_MS * 3, EXPENSIVE_MS / 2], [EXPENSIVE_MS * 4, EXPENSIVE_MS])
     assert _ids(rep) == []  # 50 % of each step, but one step's window is under the floor
+
+
+def test_a_step_whose_thread_queued_for_a_cpu_is_not_judged_and_the_summary_says_so() -> None:
+    # on a loaded machine a window's wall time is chance: the step thread queued for a CPU BUSY_SHARE of
+    # step 0 (at the threshold) and 1 % of step 1, so step 0's share is dropped and step 1's 60 % judged
+    rep = _steps([700.0, 60.0], [1000.0, 100.0])
+    rep.wall_ms, rep.queued_ms = [1000.0, 100.0], [BUSY_SHARE * 1000.0, 1.0]
+    out = judge_profile(rep)
+    [f] = [f for f in out if f.id == "perf.expensive_stage"]
+    assert f.evidence["step_shares"] == [0.6] and busy_steps(rep) == [0]
+    [s] = [f for f in out if f.id == "perf.profile"]
+    assert "1 of 2 profiled steps not judged" in s.message and s.evidence["busy_steps"] == [0]
+
+
+def test_when_every_step_queued_for_a_cpu_nothing_is_judged() -> None:
+    rep = _steps([700.0, 600.0], [1000.0, 1000.0])  # expensive on both steps...
+    rep.wall_ms, rep.queued_ms = [1000.0, 1000.0], [500.0, 450.0]  # ...but both waited half their time
+    assert _ids(rep) == []
+    rep.queued_ms = [BUSY_SHARE * 1000.0 * 0.9] * 2  # just under: judged
+    assert _ids(rep) == [("perf.expensive_stage", "audio.resampled")]

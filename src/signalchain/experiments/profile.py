@@ -126,6 +126,7 @@ def profile_steps(ctx: Context, steps: int = 2, warmup: int = 1, trace: str | No
     tap = clock.tap_wrapper()
     bounds: list[tuple[int, int, int, int]] = []  # per step: calibration, start, batch ready, end (perf ns)
     delays: list[tuple[float, float, float]] = []  # per step: the run-queue delay at start, ready, end (s)
+    queued: list[float] = []  # per step: ms the step's thread waited, runnable, for a CPU
     marks: list[tuple[int, int, int]] = []  # per step: c0, before and after entering the offset mark
     was_enabled = gc.isenabled()
     gc.collect()
@@ -152,6 +153,7 @@ def profile_steps(ctx: Context, steps: int = 2, warmup: int = 1, trace: str | No
                         d3 = delay() if delay else None
                     if d1 is not None and d2 is not None and d3 is not None:
                         delays.append((d1, d2, d3))
+                        queued.append(round((d3 - d1) * 1000, 3))
                     with record_function(_MARK):  # the clocks' offset, read where entering is cheap
                         t4 = time.perf_counter_ns()
                     marks.append((c0, t3, t4))
@@ -168,6 +170,8 @@ def profile_steps(ctx: Context, steps: int = 2, warmup: int = 1, trace: str | No
     rep = _attribute(prof, clock, bounds, marks, device, batches.loader,
                      delays if len(delays) == len(bounds) else None)
     rep.plain_ms = round(plain * 1000, 3)
+    rep.wall_ms = [round((end - start) / 1e6, 3) for _, start, _, end in bounds]
+    rep.queued_ms = queued if len(queued) == len(bounds) else []
     rep.trace_path = trace
     return rep
 

@@ -60,6 +60,8 @@ class StepProfile:
     trace_path: str | None = None  # the Chrome trace written, when asked
     notes: list[str] = field(default_factory=list)
     busy_ms: list[float] = field(default_factory=list)  # each profiled step less its run-queue delay
+    wall_ms: list[float] = field(default_factory=list)  # each profiled step's wall time
+    queued_ms: list[float] = field(default_factory=list)  # each step, the step thread's run-queue delay
     delay_ms: float | None = None  # per step, the step thread's run-queue delay (None: not readable here)
 
     def stage(self, name: str) -> StageCost | None:
