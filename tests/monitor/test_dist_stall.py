@@ -52,3 +52,25 @@ def test_flight_record_is_none_when_the_recorder_is_off(monkeypatch) -> None:
     monkeypatch.delenv("TORCH_FR_BUFFER_SIZE", raising=False)
     monkeypatch.delenv("TORCH_NCCL_TRACE_BUFFER_SIZE", raising=False)
     assert flight_record() is None
+
+
+def test_a_rank_whose_check_refused_a_collective_is_waiting_in_it_not_hung() -> None:
+    """The check raised on a mismatched collective; the rank's watchdog then fired while the rank was
+    on its way out (under load it crossed the timeout): its state names the refused collective, so the
+    stall judge sees two ranks in different collectives, never a rank hung in its own code."""
+    from signalchain.checks.distributed_stall import judge_stall
+    from signalchain.monitor._dist_check import CollectiveCheck, as_pending
+    from signalchain.records.distributed import CollectiveCall, StallView
+
+    check = CollectiveCheck(None, 0, 2, None, wait_s=1.0, on_finding=lambda f: None)
+    assert as_pending(check) is None
+    check.refused = (13, CollectiveCall("all_reduce", [[1]], ["float32"], "train.py:74"))
+    refused = as_pending(check)
+    assert refused is not None and (refused.seq, refused.op, refused.pending) == (14, "all_reduce", True)
+    assert as_pending(check, refused=False) is None  # the watchdog's phase: the rank is not inside it
+    mine = rank_stall(_state(phase="step", site="train.py:146"), rank=0, seq=13, recent=[refused])
+    peer = rank_stall(_state(), rank=1, seq=13, recent=[Collective(14, "all_reduce", [[676]], ["Float"], pending=True)])
+    found = judge_stall(StallView(2, 0, {0: mine, 1: peer}, 1.0))
+    assert [f.evidence["kind"] for f in found] == ["collective"]
+    without = rank_stall(_state(phase="step", site="train.py:146"), rank=0, seq=13, recent=[])
+    assert [f.evidence["kind"] for f in judge_stall(StallView(2, 0, {0: without, 1: peer}, 1.0))] == ["hung_rank"]

@@ -102,10 +102,12 @@ def _from_stall(text: bytes, since: float) -> CollectiveCall | None:
                           site=state.site or state.where)
 
 
-def as_pending(check: CollectiveCheck | None) -> Collective | None:
-    """The collective a rank waits to issue while its check waits for the others, as the flight
-    recorder would list it (so that a stall names it, not "in no collective")."""
-    waiting = check.pending if check is not None else None
+def as_pending(check: CollectiveCheck | None, refused: bool = True) -> Collective | None:
+    """The collective a rank waits to issue while its check waits for the others, or the one its
+    check refused (raised instead of issuing), as the flight recorder would list it: a stall then
+    names it, not "in no collective", so a rank that left the schedule because the check stopped a
+    mismatched collective is never called hung in its own code."""
+    waiting = (check.pending or (check.refused if refused else None)) if check is not None else None
     if waiting is None:
         return None
     seq, call = waiting
@@ -123,9 +125,11 @@ class CollectiveCheck:
         self.checked = 0  # collectives checked
         self.unanswered = 0  # peers given up on
         self.pending: tuple[int, CollectiveCall] | None = None  # (sequence number, call) while waiting
+        self.refused: tuple[int, CollectiveCall] | None = None  # the call the last check raised on
 
     def __call__(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         seq = sequence_number(self.group)
+        self.refused = None
         if seq < 0:
             return
         mine = call_of(name, args, kwargs)
@@ -151,6 +155,7 @@ class CollectiveCheck:
         self.checked += 1
         found = judge_collective(seq, calls, observer=self.rank)
         if found:
+            self.refused = (seq, mine)
             self.on_finding(found[0])
             raise CollectiveMismatch(f"{found[0].id}: {found[0].message}")
 

@@ -160,7 +160,7 @@ class RankWatch:
         or None (none pending, or the recorder is off). Under DDP the gradient all-reduce is issued
         from autograd's C++ side, so a rank hung in it shows only `backward` in its Python stack:
         the stall watchdog asks this to name the phase."""
-        checking_call = as_pending(self.check)  # waiting for the others in the check before a collective
+        checking_call = as_pending(self.check, refused=False)  # waiting for the others in the check
         if checking_call is not None:
             return checking_call.describe()
         try:
