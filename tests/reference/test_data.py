@@ -243,25 +243,3 @@ def test_audiocraft_dataset_round_trip(tmp_path: Path, relative: bool):
         sidecar = json.loads(wav.with_suffix(".json").read_text())
         assert sidecar["description"] == clip.caption
         assert {k: sidecar[k] for k in clip.metadata} == clip.metadata
-
-
-@pytest.mark.parametrize("instrument", ["organ", "square_lead", "fm_bell"])
-def test_a_deterministic_voice_is_rendered_once_and_shared_read_only(instrument: str):
-    from signalchain.reference import synth
-
-    rng = np.random.default_rng(0)
-    first = synth.render_note(instrument, 261.63, 4000, 32000, rng)
-    again = synth.render_note(instrument, 261.63, 4000, 32000, rng)
-    direct = getattr(synth, instrument)(261.63, 4000, 32000)
-    assert again is first and np.array_equal(first, direct)  # the memo changes no sample
-    assert not first.flags.writeable  # a caller that tried to change the shared note would fail loudly
-    assert rng.bit_generator.state == np.random.default_rng(0).bit_generator.state  # no draw, as before
-
-
-def test_the_plucked_string_still_draws_its_noise_per_note():
-    from signalchain.reference import synth
-
-    rng = np.random.default_rng(0)
-    a = synth.render_note("plucked_string", 261.63, 4000, 32000, rng)
-    b = synth.render_note("plucked_string", 261.63, 4000, 32000, rng)
-    assert a.flags.writeable and not np.array_equal(a, b)

@@ -8,8 +8,6 @@ sustained, decaying string, inharmonic bell) so a small model can hear which one
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 
 TABLE_SIZE = 2048  # one wavetable cycle; linear interpolation keeps its error below -80 dB
@@ -113,23 +111,16 @@ def fm_bell(freq: float, n: int, sample_rate: int) -> np.ndarray:
 INSTRUMENTS = ("organ", "square_lead", "plucked_string", "fm_bell")
 
 
-@lru_cache(maxsize=256)
-def _pure_note(instrument: str, freq: float, n: int, sample_rate: int) -> np.ndarray:
-    """The voices that draw no random numbers are pure in (freq, n, sample_rate): a melody repeats
-    its pitches at one note length, so each is rendered once per process (about 0.06 MB a note;
-    read-only, since callers share it)."""
-    out = {"organ": organ, "square_lead": square_lead, "fm_bell": fm_bell}[instrument](freq, n, sample_rate)
-    out.setflags(write=False)
-    return out
-
-
 def render_note(instrument: str, freq: float, n: int, sample_rate: int,
                 rng: np.random.Generator) -> np.ndarray:
-    """One note of `instrument`; read-only where it is shared (the deterministic voices)."""
-    if instrument in ("organ", "square_lead", "fm_bell"):
-        return _pure_note(instrument, float(freq), int(n), int(sample_rate))
+    if instrument == "organ":
+        return organ(freq, n, sample_rate)
+    if instrument == "square_lead":
+        return square_lead(freq, n, sample_rate)
     if instrument == "plucked_string":
         return plucked_string(freq, n, sample_rate, rng)
+    if instrument == "fm_bell":
+        return fm_bell(freq, n, sample_rate)
     raise ValueError(f"unknown instrument {instrument!r}; expected one of {INSTRUMENTS}")
 
 
