@@ -88,9 +88,9 @@ def step_shares(rep: StepProfile, s: StageCost) -> tuple[list[float], list[float
 
 
 def busy_steps(rep: StepProfile) -> list[int]:
-    """The profiled steps whose process threads together waited for a CPU at least `BUSY_SHARE` of
-    the step's wall time: other processes (or more threads than cores) held the machine, and which
-    window they stretched is chance, so those steps' shares are not judged."""
+    """The profiled steps whose thread waited, runnable, for a CPU at least `BUSY_SHARE` of the step's
+    wall time: other processes (or more threads than cores) held the machine, and which window they
+    stretched is chance, so those steps' shares are not judged."""
     if len(rep.queued_ms) != len(rep.wall_ms):
         return []
     return [i for i, (q, w) in enumerate(zip(rep.queued_ms, rep.wall_ms)) if w > 0 and q >= BUSY_SHARE * w]
@@ -182,7 +182,7 @@ def judge_profile(rep: StepProfile) -> list[Finding]:
         + (f"; memory peaks in {peak.stage!r} at {_mb(peak.peak_level)} above the step's start" if peak else "")
         + (f"; the step waited {rep.delay_ms:.1f} ms for a CPU held by other processes (taken out of the shares "
            "judged)" if rep.delay_ms and rep.delay_ms >= 0.05 * rep.step_ms else "")
-        + (f"; {len(busy)} of {len(rep.wall_ms)} profiled steps not judged for expensive stages: the process's threads "
+        + (f"; {len(busy)} of {len(rep.wall_ms)} profiled steps not judged for expensive stages: the step's thread "
            f"queued for a CPU {', '.join(f'{rep.queued_ms[i]:.0f}' for i in busy)} ms of "
            f"{', '.join(f'{rep.wall_ms[i]:.0f}' for i in busy)} ms (the machine was busy; rerun on an idle one)"
            if busy else ""),

@@ -126,7 +126,6 @@ def profile_steps(ctx: Context, steps: int = 2, warmup: int = 1, trace: str | No
     tap = clock.tap_wrapper()
     bounds: list[tuple[int, int, int, int]] = []  # per step: calibration, start, batch ready, end (perf ns)
     delays: list[tuple[float, float, float]] = []  # per step: the run-queue delay at start, ready, end (s)
-    queued: list[float] = []  # per step: ms the step's thread waited, runnable, for a CPU
     marks: list[tuple[int, int, int]] = []  # per step: c0, before and after entering the offset mark
     was_enabled = gc.isenabled()
     gc.collect()
@@ -153,7 +152,6 @@ def profile_steps(ctx: Context, steps: int = 2, warmup: int = 1, trace: str | No
                         d3 = delay() if delay else None
                     if d1 is not None and d2 is not None and d3 is not None:
                         delays.append((d1, d2, d3))
-                        queued.append(round((d3 - d1) * 1000, 3))
                     with record_function(_MARK):  # the clocks' offset, read where entering is cheap
                         t4 = time.perf_counter_ns()
                     marks.append((c0, t3, t4))
@@ -171,7 +169,8 @@ def profile_steps(ctx: Context, steps: int = 2, warmup: int = 1, trace: str | No
                      delays if len(delays) == len(bounds) else None)
     rep.plain_ms = round(plain * 1000, 3)
     rep.wall_ms = [round((end - start) / 1e6, 3) for _, start, _, end in bounds]
-    rep.queued_ms = queued if len(queued) == len(bounds) else []
+    # the step thread's run-queue delay per step: what `busy_ms` took out of each step's wall time
+    rep.queued_ms = [round(w - b, 3) for w, b in zip(rep.wall_ms, rep.busy_ms)] if rep.delay_ms is not None else []
     rep.trace_path = trace
     return rep
 
