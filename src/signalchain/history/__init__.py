@@ -1,0 +1,74 @@
+"""Read what a finished (or dead) run left behind: its logs and checkpoints, without re-running it.
+
+`read(path)` detects the format at `path` and returns a `records.history.RunHistory` whose series
+have their roles assigned (`roles.assign`). Readers never raise on a damaged or partial log: they
+read what they can and add a `ReadNote` per part they skipped. A path that holds no log they know
+is a `HistoryReadError` naming it and what was looked for.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from ..errors import SignalchainError
+from ..records.history import RunHistory
+from .audiocraft import is_audiocraft, read_audiocraft
+from .csv_logs import is_lightning_csv, is_wandb_csv, read_csv_log
+from .hf_trainer import is_hf_trainer, read_hf_trainer
+from .roles import assign
+from .tensorboard import is_tensorboard, read_tensorboard
+
+__all__ = ["read", "FORMATS", "HistoryReadError", "detect"]
+
+
+class HistoryReadError(SignalchainError):
+    """No log signalchain can read at the path (the message says what was looked for)."""
+
+
+def _wandb_offline(path: str) -> bool:
+    return os.path.isdir(path) and any(n.startswith(("offline-run-", "run-")) and n != "run" for n in os.listdir(path)) \
+        and any(f.endswith(".wandb") for _, _, fs in os.walk(path) for f in fs)
+
+
+def _read_wandb_offline(path: str) -> RunHistory:
+    raise HistoryReadError(
+        f"{path} is a wandb offline run folder: its .wandb files are read through the wandb package, which is not "
+        "installed here; export the run's history as CSV (wandb: run page > Files or `wandb sync` then "
+        "`run.history().to_csv(...)`) and run `signalchain history` on the CSV")
+
+
+#: name -> (detect, read, what it looks for), in the order detection tries them.
+FORMATS: dict[str, tuple[Callable[[str], bool], Callable[[str], RunHistory], str]] = {
+    "hf-trainer": (is_hf_trainer, read_hf_trainer, "trainer_state.json (or checkpoint-N/trainer_state.json)"),
+    "audiocraft": (is_audiocraft, read_audiocraft, "history.json (AudioCraft/Dora)"),
+    "lightning-csv": (is_lightning_csv, lambda p: read_csv_log(p, "lightning-csv"), "metrics.csv (Lightning CSVLogger)"),
+    "wandb-csv": (is_wandb_csv, lambda p: read_csv_log(p, "wandb-csv"), "a W&B history CSV (_step column)"),
+    "tensorboard": (is_tensorboard, read_tensorboard, "events.out.tfevents.* (TensorBoard)"),
+    "wandb-offline": (_wandb_offline, _read_wandb_offline, "wandb/offline-run-*/ (needs the wandb package)"),
+}
+
+
+def detect(path: str) -> str:
+    if not os.path.exists(path):
+        raise HistoryReadError(f"{path}: no such file or folder")
+    for name, (test, _, _) in FORMATS.items():
+        try:
+            if test(path):
+                return name
+        except OSError:
+            continue
+    looked = "; ".join(what for _, _, what in FORMATS.values())
+    raise HistoryReadError(f"{path} holds no run log signalchain reads; looked for: {looked}")
+
+
+def read(path: str | os.PathLike[str], fmt: str | None = None) -> RunHistory:
+    """The run at `path` (a folder or a log file), roles assigned; `fmt` forces a format of `FORMATS`."""
+    p = os.fspath(path)
+    name = fmt or detect(p)
+    if name not in FORMATS:
+        raise HistoryReadError(f"unknown log format {name!r}; allowed: {', '.join(FORMATS)}")
+    run = FORMATS[name][1](p)
+    if name == "hf-trainer" and "tensorboard_dir" in run.config and not run.series:
+        run = read_tensorboard(run.config["tensorboard_dir"])  # a state with no log: the events are the run
+    return assign(run)
