@@ -33,8 +33,9 @@ def write_all(root: Path, points: int) -> dict[str, Path]:
     hist = [{"epoch": i / 1000, "learning_rate": 1e-4, "loss": v, "step": i} for i, v in enumerate(vals)]
     # an HF entry also carries its epoch: count it as a point too, as the reader keeps it
     hist = hist[: points // 3]
-    (hf / "trainer_state.json").write_text(json.dumps({"global_step": len(hist), "log_history": hist},
-                                                      indent=2, sort_keys=True))
+    (hf / "trainer_state.json").write_text(
+        json.dumps({"global_step": len(hist), "log_history": hist}, indent=2, sort_keys=True)
+    )
     out["hf-trainer"] = hf
     lt = root / "lightning"
     lt.mkdir()
@@ -71,8 +72,10 @@ def main() -> None:
                 best = min(best, time.perf_counter() - t)
                 n = run.points()
             size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-            print(f"{fmt:14s} {n:>9,d} points  {size / 2**20:6.1f} MiB  read in {best:5.2f} s  "
-                  f"{n / best:>10,.0f} points/s  goal 5 s for 10^6: {'within' if n / best >= 2e5 else 'OVER'}")
+            print(
+                f"{fmt:14s} {n:>9,d} points  {size / 2**20:6.1f} MiB  read in {best:5.2f} s  "
+                f"{n / best:>10,.0f} points/s  goal 5 s for 10^6: {'within' if n / best >= 2e5 else 'OVER'}"
+            )
 
 
 if __name__ == "__main__":

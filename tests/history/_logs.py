@@ -20,11 +20,28 @@ def hf_state(steps: int = 20, eval_every: int = 5, nan_at: int | None = None) ->
         hist.append({"epoch": i / 10, "grad_norm": 1.0 + 0.01 * i, "learning_rate": 1e-4, "loss": v, "step": i})
         if i % eval_every == 0:
             hist.append({"epoch": i / 10, "eval_loss": loss + 0.1, "eval_runtime": 0.5, "step": i})
-    hist.append({"epoch": steps / 10, "step": steps, "total_flos": 1.0, "train_loss": 4.2, "train_runtime": 10.0,
-                 "train_samples_per_second": 3.2})
-    return {"best_metric": None, "epoch": steps / 10, "eval_steps": eval_every, "global_step": steps,
-            "log_history": hist, "logging_steps": 1, "max_steps": steps, "num_train_epochs": 2, "save_steps": 10,
-            "train_batch_size": 4}
+    hist.append(
+        {
+            "epoch": steps / 10,
+            "step": steps,
+            "total_flos": 1.0,
+            "train_loss": 4.2,
+            "train_runtime": 10.0,
+            "train_samples_per_second": 3.2,
+        }
+    )
+    return {
+        "best_metric": None,
+        "epoch": steps / 10,
+        "eval_steps": eval_every,
+        "global_step": steps,
+        "log_history": hist,
+        "logging_steps": 1,
+        "max_steps": steps,
+        "num_train_epochs": 2,
+        "save_steps": 10,
+        "train_batch_size": 4,
+    }
 
 
 def write_state(path: Path, state: dict) -> Path:
@@ -72,8 +89,13 @@ def lightning_run(root: Path, steps: int = 12) -> Path:
 
 def audiocraft_run(root: Path, epochs: int = 5) -> Path:
     root.mkdir(parents=True, exist_ok=True)
-    hist = [{"train": {"ce": c, "ce_q1": c, "ce_q2": c + 0.1, "ppl": math.exp(c), "lr": 1e-4, "grad_norm": 0.5},
-             "valid": {"ce": c + 0.05}} for c in curve(epochs)]
+    hist = [
+        {
+            "train": {"ce": c, "ce_q1": c, "ce_q2": c + 0.1, "ppl": math.exp(c), "lr": 1e-4, "grad_norm": 0.5},
+            "valid": {"ce": c + 0.05},
+        }
+        for c in curve(epochs)
+    ]
     (root / "history.json").write_text(json.dumps(hist))
     (root / "checkpoint.th").write_bytes(b"x")
     (root / f"checkpoint_{epochs - 1}.th").write_bytes(b"x")

@@ -73,7 +73,9 @@ def test_wandb_csv_export(tmp_path) -> None:
     run = read(f)
     assert run.format == "wandb-csv"
     loss = run.first("train_loss")
-    assert loss.name == "train/loss" and len(loss) == 10 and loss.wall is not None and loss.wall[1] - loss.wall[0] == 2.0
+    assert (
+        loss.name == "train/loss" and len(loss) == 10 and loss.wall is not None and loss.wall[1] - loss.wall[0] == 2.0
+    )
     assert "train/loss__MIN" not in run.series and "run_name" not in run.series
     assert list(run.first("valid_loss").steps) == [0, 3, 6, 9]
 

@@ -27,22 +27,30 @@ class HistoryReadError(SignalchainError):
 
 
 def _wandb_offline(path: str) -> bool:
-    return os.path.isdir(path) and any(n.startswith(("offline-run-", "run-")) and n != "run" for n in os.listdir(path)) \
+    return (
+        os.path.isdir(path)
+        and any(n.startswith(("offline-run-", "run-")) and n != "run" for n in os.listdir(path))
         and any(f.endswith(".wandb") for _, _, fs in os.walk(path) for f in fs)
+    )
 
 
 def _read_wandb_offline(path: str) -> RunHistory:
     raise HistoryReadError(
         f"{path} is a wandb offline run folder: its .wandb files are read through the wandb package, which is not "
         "installed here; export the run's history as CSV (wandb: run page > Files or `wandb sync` then "
-        "`run.history().to_csv(...)`) and run `signalchain history` on the CSV")
+        "`run.history().to_csv(...)`) and run `signalchain history` on the CSV"
+    )
 
 
 #: name -> (detect, read, what it looks for), in the order detection tries them.
 FORMATS: dict[str, tuple[Callable[[str], bool], Callable[[str], RunHistory], str]] = {
     "hf-trainer": (is_hf_trainer, read_hf_trainer, "trainer_state.json (or checkpoint-N/trainer_state.json)"),
     "audiocraft": (is_audiocraft, read_audiocraft, "history.json (AudioCraft/Dora)"),
-    "lightning-csv": (is_lightning_csv, lambda p: read_csv_log(p, "lightning-csv"), "metrics.csv (Lightning CSVLogger)"),
+    "lightning-csv": (
+        is_lightning_csv,
+        lambda p: read_csv_log(p, "lightning-csv"),
+        "metrics.csv (Lightning CSVLogger)",
+    ),
     "wandb-csv": (is_wandb_csv, lambda p: read_csv_log(p, "wandb-csv"), "a W&B history CSV (_step column)"),
     "tensorboard": (is_tensorboard, read_tensorboard, "events.out.tfevents.* (TensorBoard)"),
     "wandb-offline": (_wandb_offline, _read_wandb_offline, "wandb/offline-run-*/ (needs the wandb package)"),

@@ -34,8 +34,14 @@ def _items(text: str, start: int, path: str, notes: list[ReadNote]) -> list[Any]
         try:
             value, pos = dec.raw_decode(text, pos)
         except json.JSONDecodeError:
-            notes.append(ReadNote(path, f"the file ends inside item {len(out) + 1} of the list (cut mid-write); "
-                                        f"read the {len(out)} complete items before it", _line(text, pos)))
+            notes.append(
+                ReadNote(
+                    path,
+                    f"the file ends inside item {len(out) + 1} of the list (cut mid-write); "
+                    f"read the {len(out)} complete items before it",
+                    _line(text, pos),
+                )
+            )
             break
         out.append(value)
     return out
@@ -64,11 +70,16 @@ def read_json(path: str, list_key: str | None, notes: list[ReadNote]) -> Any:
         if list_key is None:
             start = text.find("[")
         else:
-            m = re.search(r'"%s"\s*:\s*\[' % re.escape(list_key), text)
+            m = re.search(rf'"{re.escape(list_key)}"\s*:\s*\[', text)
             start = m.end() - 1 if m else -1
         if start < 0:
-            notes.append(ReadNote(path, f"is not JSON ({getattr(exc, 'msg', exc)}) and holds no {list_key or 'list'} "
-                                        "to recover", where))
+            notes.append(
+                ReadNote(
+                    path,
+                    f"is not JSON ({getattr(exc, 'msg', exc)}) and holds no {list_key or 'list'} to recover",
+                    where,
+                )
+            )
             return None
         items = _items(text, start, path, notes)
         return items if list_key is None else {list_key: items, "_truncated": True}

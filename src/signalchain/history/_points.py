@@ -48,8 +48,15 @@ class Points:
         self._has_wall: dict[str, bool] = {}
         self._has_epoch: dict[str, bool] = {}
 
-    def add(self, name: str, step: int, value: float, wall: float | None = None, epoch: float | None = None,
-            source: str = "") -> None:
+    def add(
+        self,
+        name: str,
+        step: int,
+        value: float,
+        wall: float | None = None,
+        epoch: float | None = None,
+        source: str = "",
+    ) -> None:
         col = self._cols.get(name)
         if col is None:
             col = self._cols[name] = ([], [], [], [])
@@ -70,6 +77,14 @@ class Points:
 
     def into(self, run: RunHistory) -> RunHistory:
         for name, (steps, values, wall, epochs) in self._cols.items():
-            run.add(Series(name, steps, values, wall if self._has_wall[name] else None,
-                           epochs if self._has_epoch[name] else None, source=self._sources[name]))
+            run.add(
+                Series(
+                    name,
+                    steps,
+                    values,
+                    wall if self._has_wall[name] else None,
+                    epochs if self._has_epoch[name] else None,
+                    source=self._sources[name],
+                )
+            )
         return run

@@ -59,7 +59,9 @@ def is_wandb_csv(path: str) -> bool:
     return f is not None and any(h in ("_step", "Step") for h in _header(f))
 
 
-def _column(cells: list[str], name: str, path: str, lines: list[int], notes: list[ReadNote]) -> tuple[np.ndarray, np.ndarray]:
+def _column(
+    cells: list[str], name: str, path: str, lines: list[int], notes: list[ReadNote]
+) -> tuple[np.ndarray, np.ndarray]:
     """(row indices with a value, float values) of one column; non-numbers are notes."""
     idx = [i for i, c in enumerate(cells) if c != ""]
     if not idx:
@@ -77,13 +79,19 @@ def _column(cells: list[str], name: str, path: str, lines: list[int], notes: lis
                 keep.append(i)
                 vals.append(v)
         if bad and len(bad) < len(idx):  # a column of text (a run name, a path) is not a metric: no note
-            notes.append(ReadNote(path, f"column {name!r}: {len(bad)} cell(s) are not numbers (first {cells[bad[0]]!r}); "
-                                        "skipped", lines[bad[0]]))
+            notes.append(
+                ReadNote(
+                    path,
+                    f"column {name!r}: {len(bad)} cell(s) are not numbers (first {cells[bad[0]]!r}); skipped",
+                    lines[bad[0]],
+                )
+            )
         return np.asarray(keep, dtype=np.int64), np.asarray(vals, dtype=np.float64)
 
 
-def _block(path: str, header: list[str], rows: list[list[str]], lines: list[int], run: RunHistory,
-           acc: dict[str, list[Any]]) -> None:
+def _block(
+    path: str, header: list[str], rows: list[list[str]], lines: list[int], run: RunHistory, acc: dict[str, list[Any]]
+) -> None:
     cols = list(zip(*rows)) if rows else [() for _ in header]
     names = [h.strip() for h in header]
     step_col = next((names.index(s) for s in _STEP if s in names), None)
@@ -132,8 +140,11 @@ def read_csv_log(path: str, fmt: str) -> RunHistory:
     else:
         f = os.path.join(path, "history.csv")
         if not os.path.isfile(f):
-            f = next(os.path.join(path, n) for n in sorted(os.listdir(path))
-                     if n.endswith(".csv") and any(h in ("_step", "Step") for h in _header(os.path.join(path, n))))
+            f = next(
+                os.path.join(path, n)
+                for n in sorted(os.listdir(path))
+                if n.endswith(".csv") and any(h in ("_step", "Step") for h in _header(os.path.join(path, n)))
+            )
     run.sources.append(f)
     acc: dict[str, list[Any]] = {}
     try:
@@ -154,15 +165,26 @@ def read_csv_log(path: str, fmt: str) -> RunHistory:
                     continue
                 if row and row != header and row[0] in header and all(number(c) is None for c in row if c):
                     # a new header: a resumed run appended with other columns
-                    run.notes.append(ReadNote(f, f"the header changes here (now {len(row)} columns); read each block "
-                                                 "with its own header", line))
+                    run.notes.append(
+                        ReadNote(
+                            f,
+                            f"the header changes here (now {len(row)} columns); read each block with its own header",
+                            line,
+                        )
+                    )
                     _block(f, header, rows, lines, run, acc)
                     header, rows, lines = row, [], []
                     continue
                 if len(row) != len(header):
                     if row:
-                        run.notes.append(ReadNote(f, f"a row of {len(row)} cells under a header of {len(header)} "
-                                                     "(a line cut mid-write, or a changed header): skipped", line))
+                        run.notes.append(
+                            ReadNote(
+                                f,
+                                f"a row of {len(row)} cells under a header of {len(header)} "
+                                "(a line cut mid-write, or a changed header): skipped",
+                                line,
+                            )
+                        )
                     continue
                 rows.append(row)
                 lines.append(line)
@@ -176,8 +198,16 @@ def read_csv_log(path: str, fmt: str) -> RunHistory:
     for name, (s, v, w, e) in acc.items():
         wall = np.concatenate(w)
         epochs = np.concatenate(e)
-        run.add(Series(name, np.concatenate(s), np.concatenate(v), None if np.isnan(wall).all() else wall,
-                       None if np.isnan(epochs).all() else epochs, source=f))
+        run.add(
+            Series(
+                name,
+                np.concatenate(s),
+                np.concatenate(v),
+                None if np.isnan(wall).all() else wall,
+                None if np.isnan(epochs).all() else epochs,
+                source=f,
+            )
+        )
     if fmt == "lightning-csv":
         _hparams(os.path.join(os.path.dirname(f), "hparams.yaml"), run)
     return run

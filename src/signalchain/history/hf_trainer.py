@@ -25,10 +25,23 @@ __all__ = ["is_hf_trainer", "read_hf_trainer", "CHECKPOINT_DIR", "WEIGHTS"]
 
 CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 #: Files whose presence makes a checkpoint folder loadable (full model, sharded, or a PEFT adapter).
-WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json",
-           "adapter_model.safetensors", "adapter_model.bin")
-_CONFIG_KEYS = ("logging_steps", "eval_steps", "save_steps", "max_steps", "num_train_epochs", "train_batch_size",
-                "global_step")
+WEIGHTS = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+    "adapter_model.safetensors",
+    "adapter_model.bin",
+)
+_CONFIG_KEYS = (
+    "logging_steps",
+    "eval_steps",
+    "save_steps",
+    "max_steps",
+    "num_train_epochs",
+    "train_batch_size",
+    "global_step",
+)
 _SUMMARY = "train_runtime"
 
 
@@ -49,7 +62,8 @@ def is_hf_trainer(path: str) -> bool:
     if os.path.isfile(path):
         return os.path.basename(path) == "trainer_state.json"
     return os.path.isfile(os.path.join(path, "trainer_state.json")) or any(
-        os.path.isfile(os.path.join(d, "trainer_state.json")) for _, d in _checkpoint_dirs(path))
+        os.path.isfile(os.path.join(d, "trainer_state.json")) for _, d in _checkpoint_dirs(path)
+    )
 
 
 def _last_step(state: Any) -> int:
@@ -64,7 +78,7 @@ def _entries(state: dict[str, Any], path: str, points: Points, run: RunHistory) 
         run.notes.append(ReadNote(path, "has no `log_history` list"))
         return
     skipped = 0
-    for i, entry in enumerate(hist):
+    for entry in hist:
         if not isinstance(entry, dict):
             skipped += 1
             continue
@@ -101,7 +115,7 @@ def read_hf_trainer(path: str) -> RunHistory:
         run.checkpoints.append(Checkpoint(step, d, complete=any(w in files for w in WEIGHTS), files=files))
         if os.path.isfile(os.path.join(d, "trainer_state.json")):
             candidates.append(os.path.join(d, "trainer_state.json"))
-    best: tuple[int, str, Any] | None = None
+    best: tuple[int, str, Any, list[ReadNote]] | None = None  # (last step, file, state, its notes)
     for cand in candidates:
         notes: list[ReadNote] = []
         state = read_json(cand, "log_history", notes)
@@ -112,13 +126,13 @@ def read_hf_trainer(path: str) -> RunHistory:
         last = _last_step(state)
         if best is None or last > best[0]:
             if best is not None:
-                run.notes.extend(best[3])  # type: ignore[misc]
-            best = (last, cand, state, notes)  # type: ignore[assignment]
+                run.notes.extend(best[3])
+            best = (last, cand, state, notes)
         else:
             run.notes.extend(notes)
     if best is None:
         return run
-    _, chosen, state, notes = best  # type: ignore[misc]
+    _, chosen, state, notes = best
     run.notes.extend(notes)
     run.config["trainer_state"] = chosen
     for key in _CONFIG_KEYS:

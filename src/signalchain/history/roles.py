@@ -22,10 +22,25 @@ _CODEBOOK = re.compile(r"^(?:ce|loss|nll|cross_entropy)_?(?:q|cb|codebook|k)_?(\
 _LR = re.compile(r"^(?:learning_rate|lr)(?:[-_/].*)?$")
 _GRAD = ("grad_norm", "gradient_norm", "grad_norm_unclipped", "total_norm", "gnorm", "grad_norm_before_clip")
 _SCALE = ("loss_scale", "grad_scale", "scale", "scaler_scale", "amp_scale")
-_STEP_TIME = ("step_time", "time_per_step", "iter_time", "batch_time", "sec_per_step", "step_seconds",
-              "seconds_per_step", "time/step")
-_THROUGHPUT = ("samples_per_second", "samples_per_sec", "throughput", "it_per_sec", "steps_per_second",
-               "tokens_per_second", "examples_per_second")
+_STEP_TIME = (
+    "step_time",
+    "time_per_step",
+    "iter_time",
+    "batch_time",
+    "sec_per_step",
+    "step_seconds",
+    "seconds_per_step",
+    "time/step",
+)
+_THROUGHPUT = (
+    "samples_per_second",
+    "samples_per_sec",
+    "throughput",
+    "it_per_sec",
+    "steps_per_second",
+    "tokens_per_second",
+    "examples_per_second",
+)
 
 
 def _split(name: str) -> tuple[str | None, str]:
@@ -34,16 +49,16 @@ def _split(name: str) -> tuple[str | None, str]:
     if len(parts) > 1:
         for i in (0, len(parts) - 1):
             if parts[i] in _TRAIN:
-                return "train", "/".join(parts[:i] + parts[i + 1:])
+                return "train", "/".join(parts[:i] + parts[i + 1 :])
             if parts[i] in _VALID:
-                return "valid", "/".join(parts[:i] + parts[i + 1:])
+                return "valid", "/".join(parts[:i] + parts[i + 1 :])
         name = parts[-1] if parts[0] in ("signalchain", "metrics", "charts") else "/".join(parts)
     for pre in _TRAIN:
         if name.startswith(pre + "_"):
-            return "train", name[len(pre) + 1:]
+            return "train", name[len(pre) + 1 :]
     for pre in _VALID:
         if name.startswith(pre + "_"):
-            return "valid", name[len(pre) + 1:]
+            return "valid", name[len(pre) + 1 :]
     return None, name
 
 

@@ -70,20 +70,38 @@ def _read_file(path: str, points: Points, notes: list[ReadNote], tag_prefix: str
     parse = event_pb2.Event.FromString
     while pos < n:
         if pos + _HEADER.size > n:
-            notes.append(ReadNote(path, f"ends inside the header of record {records + 1} (byte {pos} of {n}): "
-                                        f"the file was cut mid-write; read the {records} records before it", records + 1))
+            notes.append(
+                ReadNote(
+                    path,
+                    f"ends inside the header of record {records + 1} (byte {pos} of {n}): "
+                    f"the file was cut mid-write; read the {records} records before it",
+                    records + 1,
+                )
+            )
             break
         length, _ = _HEADER.unpack_from(data, pos)
         start, end = pos + _HEADER.size, pos + _HEADER.size + length
         if end + 4 > n:
-            notes.append(ReadNote(path, f"ends inside record {records + 1} ({n - start} of {length} bytes present): "
-                                        f"the file was cut mid-write; read the {records} records before it", records + 1))
+            notes.append(
+                ReadNote(
+                    path,
+                    f"ends inside record {records + 1} ({n - start} of {length} bytes present): "
+                    f"the file was cut mid-write; read the {records} records before it",
+                    records + 1,
+                )
+            )
             break
         try:
             event = parse(data[start:end])
         except Exception:
-            notes.append(ReadNote(path, f"record {records + 1} (byte {pos}) is not an event; stopped there, "
-                                        f"read the {records} records before it", records + 1))
+            notes.append(
+                ReadNote(
+                    path,
+                    f"record {records + 1} (byte {pos}) is not an event; stopped there, "
+                    f"read the {records} records before it",
+                    records + 1,
+                )
+            )
             break
         pos = end + 4
         records += 1

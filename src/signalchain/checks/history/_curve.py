@@ -1,0 +1,75 @@
+"""Curve arithmetic the history judges share: finite points, noise, robust levels, resume points.
+
+Every threshold is relative to the run in front of the judge: its own noise (the spread of its
+step-to-step changes, robust to spikes), its own level, its own logging interval. Nothing is a
+constant measured on another run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...records.history import RunHistory, Series
+
+__all__ = ["finite_points", "log_noise", "window", "level", "resume_points", "resume_steps", "at_or_after", "fmt_step"]
+
+
+def finite_points(s: Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(log positions, steps, values) of the finite points, in log order."""
+    ok = np.isfinite(s.values)
+    idx = np.nonzero(ok)[0]
+    return idx, s.steps[ok], s.values[ok]
+
+
+def log_noise(values: np.ndarray) -> float:
+    """The point-to-point noise of log(values) (values > 0): 1.4826 x MAD of the differences / sqrt 2,
+    so one spike does not widen it. 0 for fewer than 3 points."""
+    v = values[values > 0]
+    if len(v) < 3:
+        return 0.0
+    d = np.diff(np.log(v))
+    return float(1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2.0))
+
+
+def window(n: int) -> int:
+    """A smoothing window for a curve of n points: 5 % of it, between 3 and 50 points."""
+    return int(min(50, max(3, n // 20)))
+
+
+def level(values: np.ndarray) -> float:
+    """A robust level of a stretch of a curve (its median)."""
+    return float(np.median(values)) if len(values) else float("nan")
+
+
+def resume_points(run: RunHistory, s: Series) -> list[int]:
+    """Log positions where the run was evidently restarted: the step goes back (a resumed run logging
+    steps it had logged), or the wall clock stops for far longer than the run's own logging interval
+    (at least 20x its median interval and 60 s) while the steps go on."""
+    out = set(int(i) + 1 for i in np.nonzero(np.diff(s.steps) < 0)[0])
+    if s.wall is not None and len(s) > 5:
+        gaps = np.diff(s.wall)
+        ok = np.isfinite(gaps) & (gaps > 0)
+        if ok.sum() > 3:
+            typical = float(np.median(gaps[ok]))
+            for i in np.nonzero(ok & (gaps > max(60.0, 20.0 * typical)))[0]:
+                out.add(int(i) + 1)
+    return sorted(out)
+
+
+def resume_steps(run: RunHistory) -> list[int]:
+    """The steps at which the run was restarted, read off its training loss (the series most likely
+    to carry the clock), else any series with wall times."""
+    s = run.first("train_loss")
+    if s is None or s.wall is None:
+        s = next((x for x in run.series.values() if x.wall is not None), s)
+    return [] if s is None else [int(s.steps[i]) for i in resume_points(run, s)]
+
+
+def at_or_after(s: Series, step: int) -> int:
+    """The first log position whose step is >= step (len(s) when none)."""
+    hits = np.nonzero(s.steps >= step)[0]
+    return int(hits[0]) if len(hits) else len(s)
+
+
+def fmt_step(run: RunHistory, step: int) -> str:
+    return f"{run.axis} {step}"

@@ -1,0 +1,143 @@
+"""`history.nonfinite`: the first non-finite value of a judged metric, and what moved before it.
+
+An `error` when the training or validation loss goes non-finite (the run stopped learning there).
+A non-finite gradient norm on steps where the loss stays finite afterwards is what an fp16 loss
+scaler does by design (it skips those steps and lowers its scale): `info`, never an error (DESIGN §4).
+
+"What moved before it" compares the last finite values before the bad step with the same metric's
+median over the run before that window: the gradient norm rising, the learning rate jumping, the
+loss scale collapsing, the loss itself climbing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...findings import Finding
+from ...records.history import RunHistory, Series
+from ..base import make
+from ._curve import fmt_step, window
+
+__all__ = ["judge_nonfinite", "what_moved"]
+
+CHECK = "checks.history.nonfinite"
+_JUDGED = ("train_loss", "valid_loss", "grad_norm", "train_codebook_loss", "valid_codebook_loss", "lr", "loss_scale")
+
+
+def _first_bad(s: Series) -> int | None:
+    bad = np.nonzero(~np.isfinite(s.values))[0]
+    return int(bad[0]) if len(bad) else None
+
+
+def _stays_bad_from(s: Series, step: int) -> int | None:
+    """The first position of the non-finite stretch of `s` that reaches `step` (None: finite there)."""
+    upto = np.nonzero(s.steps <= step)[0]
+    if not len(upto) or np.isfinite(s.values[upto[-1]]):
+        return None
+    good = np.nonzero(np.isfinite(s.values[: upto[-1] + 1]))[0]
+    return int(good[-1]) + 1 if len(good) else 0
+
+
+def _ratio(s: Series | None, step: int, w: int) -> tuple[float, int, int] | None:
+    """(last finite value before `step` / median before the window, window's first step, last step)."""
+    if s is None:
+        return None
+    ok = np.isfinite(s.values) & (s.steps < step)
+    steps, vals = s.steps[ok], s.values[ok]
+    if len(vals) < w + 3:
+        return None
+    base = float(np.median(np.abs(vals[:-w])))
+    if base <= 0:
+        return None
+    return float(abs(vals[-1]) / base), int(steps[-w]), int(steps[-1])
+
+
+def what_moved(run: RunHistory, step: int) -> list[str]:
+    """Plain sentences: which judged metrics moved in the window before `step`."""
+    loss = run.first("train_loss")
+    w = window(len(loss)) if loss is not None else 3
+    out = []
+    r = _ratio(run.first("grad_norm"), step, w)
+    if r and r[0] >= 3.0:
+        out.append(f"the gradient norm rose {r[0]:.3g}x over its earlier median by step {r[2]} (from step {r[1]})")
+    r = _ratio(run.first("lr"), step, w)
+    if r and (r[0] >= 2.0 or r[0] <= 0.5):
+        out.append(f"the learning rate was {r[0]:.3g}x its earlier median at step {r[2]}")
+    r = _ratio(run.first("loss_scale"), step, w)
+    if r and r[0] <= 0.25:
+        out.append(f"the loss scale fell to {r[0]:.3g}x its earlier median by step {r[2]}")
+    r = _ratio(loss, step, w)
+    if r and r[0] >= 1.5:
+        out.append(f"the training loss rose {r[0]:.3g}x over its earlier median by step {r[2]}")
+    return out
+
+
+def judge_nonfinite(run: RunHistory) -> list[Finding]:
+    firsts = []
+    for s in run.series.values():
+        if s.role in _JUDGED:
+            i = _first_bad(s)
+            if i is not None:
+                firsts.append((int(s.steps[i]), s.name, s, float(s.values[i])))
+    if not firsts:
+        return []
+    losses = [
+        f for f in firsts if f[2].role in ("train_loss", "valid_loss", "train_codebook_loss", "valid_codebook_loss")
+    ]
+    if losses:
+        lstep = min(f[0] for f in losses)
+        # the loss's failure began where a metric went non-finite and stayed so up to the loss's first
+        # bad step; earlier, recovered non-finite points (fp16 skips) are not its start
+        starts = []
+        for f in firsts:
+            st = _stays_bad_from(f[2], lstep)
+            if st is not None:
+                starts.append((int(f[2].steps[st]), f[1], f[2], float(f[2].values[st])))
+        firsts = starts or losses
+    step, name, s, value = min(firsts, key=lambda t: (t[0], t[1]))
+    moved = what_moved(run, step)
+    before = "; ".join(moved) if moved else "no judged metric moved in the window before it"
+    if not losses:
+        scaler = run.first("loss_scale") is not None
+        return [
+            make(
+                "history.nonfinite",
+                "info",
+                name,
+                f"{name} is {value} at {fmt_step(run, step)} while the loss stays finite afterwards"
+                + (
+                    ": the loss scaler skipped those steps, as fp16 training does by design"
+                    if scaler
+                    else ": those updates were skipped or clipped away, since the loss kept learning"
+                ),
+                CHECK,
+                "nothing to fix unless it happens on most steps (then see the loss scale's trend)",
+                step=step,
+                series=name,
+                before=moved,
+            )
+        ]
+    lstep, lname, _, lvalue = min(losses, key=lambda t: (t[0], t[1]))
+    where = (
+        f"{name} first at {fmt_step(run, step)} ({value}), the loss {lname!r} from {fmt_step(run, lstep)}"
+        if (step, name) != (lstep, lname)
+        else f"{name} is {value} from {fmt_step(run, step)}"
+    )
+    return [
+        make(
+            "history.nonfinite",
+            "error",
+            name,
+            f"the run goes non-finite: {where}; before it: {before}",
+            CHECK,
+            "bisect the checkpoints around that step (the command below), then replay the first bad one: "
+            "`signalchain doctor --symptom nan` on its weights names the first op; a rising gradient norm "
+            "before it points at the learning rate or missing clipping, a collapsing loss scale at fp16 "
+            "overflow, nothing moving at one bad batch",
+            step=step,
+            series=name,
+            before=moved,
+            loss_step=lstep,
+            loss_series=lname,
+        )
+    ]
