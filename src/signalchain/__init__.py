@@ -70,6 +70,7 @@ __all__ = [
     "compare",
     "compare_traces",
     "doctor",
+    "history",
     "listen",
     "load_golden",
     "load_pipeline",
@@ -82,7 +83,7 @@ __all__ = [
 _LAZY = {
     # the commands as functions and their reports (import numpy and, when they run a pipeline, torch)
     # (`audit` is also a subpackage's name: `_Face` below makes that package the callable)
-    "doctor": "api", "audit": "audit", "listen": "api", "compare": "api", "capture": "api",
+    "doctor": "api", "audit": "audit", "history": "history", "listen": "api", "compare": "api", "capture": "api",
     "Report": "api", "DoctorReport": "api", "AuditReport": "api", "ListenReport": "api", "CompareReport": "api",
     "CaptureReport": "api",
     "Finding": "findings", "Severity": "findings",
@@ -119,18 +120,23 @@ class _CallablePackage(types.ModuleType):
     """
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        from .api import audit
+        from . import api
 
-        return audit(*args, **kwargs)
+        return getattr(api, self.__name__.rsplit(".", 1)[1])(*args, **kwargs)
+
+
+#: Subpackages named like a command function, and the call's first argument.
+_CALLABLE = {"audit": "paths", "history": "run"}
 
 
 class _Face(types.ModuleType):
     """This package's module type: it makes a subpackage named like a command function callable."""
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name == "audit" and type(value) is types.ModuleType and value.__name__ == f"{__name__}.audit":
+        if name in _CALLABLE and type(value) is types.ModuleType and value.__name__ == f"{__name__}.{name}":
             value.__class__ = _CallablePackage
-            value.__doc__ = f"{value.__doc__ or ''}\nCalled, `signalchain.audit(paths, ...)` is `api.audit`.\n"
+            call = f"`signalchain.{name}({_CALLABLE[name]}, ...)` is `api.{name}`"
+            value.__doc__ = f"{value.__doc__ or ''}\nCalled, {call}.\n"
         super().__setattr__(name, value)
 
 

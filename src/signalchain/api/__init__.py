@@ -10,8 +10,8 @@ Each returns a `Report` (`results.py`): `.findings`, `.ok`, `.to_json()` (the co
 `import signalchain` stays cheap, and this package loads (with numpy and torch) on first use.
 """
 
-from .commands import audit, capture, compare, doctor, listen
+from .commands import audit, capture, compare, doctor, history, listen
 from .results import AuditReport, CaptureReport, CompareReport, DoctorReport, ListenReport, Report
 
 __all__ = ["AuditReport", "CaptureReport", "CompareReport", "DoctorReport", "ListenReport", "Report", "audit",
-           "capture", "compare", "doctor", "listen"]
+           "capture", "compare", "doctor", "history", "listen"]

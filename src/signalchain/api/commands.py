@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from ..experiments.context import Budget
     from ..pipeline import Pipeline
 
-__all__ = ["doctor", "audit", "listen", "compare", "capture"]
+__all__ = ["doctor", "audit", "listen", "compare", "capture", "history"]
 
 PipelineLike = Any  # a Pipeline object, a spec string, or None (the reference pipeline)
 _MAX_SEED = 2**32 - 1  # numpy's seeds stop here
@@ -351,3 +351,22 @@ def capture(pipeline: PipelineLike, out: str | os.PathLike[str], *, seed: int = 
     fields = dict(golden=str(path), pipeline={"spec": spec, "source": source}, stages=run.trace.to_dict()["stages"])
     return CaptureReport(run.trace, Path(path), name=pipe.name, fields=fields,
                          page=lambda: render_inspect(load_golden(path)))
+
+
+def history(run: str | os.PathLike[str], *, golden: str | None = None, pipeline: str | None = None,
+            format: str | None = None) -> Any:
+    """Diagnose a finished or failed run from its logs and checkpoints (`signalchain history RUN`).
+
+    `run` is an HF Trainer output folder, a TensorBoard log folder, a Lightning CSVLogger folder, a W&B
+    history CSV or an AudioCraft experiment folder; `format` forces one (`signalchain.history.FORMATS`).
+    Returns a `HistoryResult` with `.findings`, `.ok`, `.pair` (the checkpoints around the first bad
+    step), `.bisect` (the `signalchain bisect --checkpoints` line), `.to_json()` and `.to_html()`.
+    A path with no log raises `UsageError`, as on the command line.
+    """
+    from ..history import HistoryReadError
+    from ..history.run import diagnose
+
+    try:
+        return diagnose(run, golden=golden, pipeline=pipeline, fmt=format)
+    except HistoryReadError as exc:
+        raise UsageError(str(exc)) from None

@@ -44,6 +44,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                "failing state (--before, --before-fault) and the fixed one (--after, --after-fault) over --seeds "
                "seeds, and test that (1) every error of the failing state is gone and the symptom's measure "
                "improved, (2) the control families show no new error, (3) the verdict holds on every seed."),
+    "history": ("history_cmd", "history",
+                "Diagnose a finished or failed run from its logs (HF Trainer, TensorBoard, Lightning CSV, W&B CSV, "
+                "AudioCraft) and checkpoints, without re-running it."),
     "zoo": ("zoo_cmd", "zoo",
             "Run the doctor on every member of a zoo of clean pipelines (default: the bundled one) over several "
             "seeds; any error is a false alarm (exit 1), and each warning is listed with its rate."),

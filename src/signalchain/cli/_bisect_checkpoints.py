@@ -29,7 +29,7 @@ from ._common import BUILTIN_PIPELINES, DEFAULT_PIPELINE, emit, resolve
 from ._paths import need_path
 from .golden_cmds import parse_stage_tolerances
 
-__all__ = ["run_checkpoints_mode"]
+__all__ = ["run_checkpoints_mode", "parse_step_range"]
 
 _ROWS = ("lr", "weight_norm", "step", "exp_avg.max", "exp_avg.rms", "exp_avg_sq.max", "exp_avg_sq.mean",
          "exp_avg_sq.finite", "grad_norm", "update_ratio")
@@ -112,9 +112,24 @@ def _json(res: CheckpointBisect, changes: list[Any]) -> dict[str, Any]:
             "steps_between": res.pair.steps_between if res.pair is not None else None}
 
 
+def parse_step_range(text: str) -> tuple[int | None, int | None]:
+    """`FIRST:LAST` (either side may be empty) -> (first, last); a usage error names the value otherwise."""
+    parts = text.split(":")
+    try:
+        if len(parts) != 2:
+            raise ValueError
+        first, last = (int(p) if p.strip() else None for p in parts)
+    except ValueError:
+        raise UsageError(f"--steps {text!r} is not a step range: give FIRST:LAST, e.g. 200:400 or 200:") from None
+    if first is not None and last is not None and first > last:
+        raise UsageError(f"--steps {text!r}: the first step is after the last")
+    return first, last
+
+
 def run_checkpoints_mode(*, con: Console, golden: str, checkpoints: str, pipeline: str | None, rtol: float,
                          atol: float, tols: Sequence[str], json_path: str | None, html_path: str | None,
-                         factor: float = DEFAULT_FACTOR, hf: tuple[Any, Any, Any] = (None, (), ())) -> int:
+                         factor: float = DEFAULT_FACTOR, hf: tuple[Any, Any, Any] = (None, (), ()),
+                         step_range: str | None = None) -> int:
     """Bisect the checkpoints matching `checkpoints` on GOLDEN's batch; print, write --json, return the exit code."""
     _check_number("--rtol", rtol, 0.0)
     _check_number("--atol", atol, 0.0)
@@ -125,9 +140,14 @@ def run_checkpoints_mode(*, con: Console, golden: str, checkpoints: str, pipelin
     if not glob.has_magic(checkpoints):
         need_path(checkpoints, option="--checkpoints", expect=kinds)
     files = find_checkpoints(checkpoints)
+    if step_range is not None:
+        first, last = parse_step_range(step_range)
+        files = [f for f in files if f.step is not None and (first is None or f.step >= first)
+                 and (last is None or f.step <= last)]
     if len(files) < 2:
         what = "no checkpoint" if not files else f"only {files[0].name}"
-        raise UsageError(f"--checkpoints {checkpoints!r} matched {what}; bisect needs at least two: {kinds}")
+        within = f" with --steps {step_range}" if step_range is not None else ""
+        raise UsageError(f"--checkpoints {checkpoints!r}{within} matched {what}; bisect needs at least two: {kinds}")
     try:
         pipe, spec, source = _pipeline(g, pipeline, hf)
     except SystemExit as exc:

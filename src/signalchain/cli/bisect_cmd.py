@@ -94,6 +94,9 @@ def _commit_spec(pipeline: str | None, hf_musicgen: str | None, data: tuple[str,
 @click.option("--cache", "cache_dir", default=None, metavar="DIR",
               help="Where per-commit results are kept (default: <git dir>/signalchain-bisect).")
 @click.option("--no-cache", is_flag=True, help="Run every probed commit again; keep nothing.")
+@click.option("--steps", "step_range", default=None, metavar="FIRST:LAST",
+              help="Checkpoints: keep only those whose step is in FIRST..LAST (either may be empty), e.g. the pair "
+                   "`signalchain history` names.")
 @click.option("--factor", type=float, default=10.0, show_default=True,
               help="Checkpoints: how many times the good end's value a statistic may reach and still be healthy.")
 @hf_options
@@ -101,8 +104,9 @@ def _commit_spec(pipeline: str | None, hf_musicgen: str | None, data: tuple[str,
 @guarded
 def bisect(golden: str, good: str | None, bad: str | None, repo: str | None, checkpoints: str | None,
            pipeline: str | None, rtol: float, atol: float, tols: tuple[str, ...], timeout: float,
-           cache_dir: str | None, no_cache: bool, factor: float, hf_musicgen: str | None, data: tuple[str, ...],
-           hf_set: tuple[str, ...], json_path: str | None, html_path: str | None, debug: bool) -> int:
+           cache_dir: str | None, no_cache: bool, step_range: str | None, factor: float, hf_musicgen: str | None,
+           data: tuple[str, ...], hf_set: tuple[str, ...], json_path: str | None, html_path: str | None,
+           debug: bool) -> int:
     """Find the first commit between --good and --bad whose golden run diverges where --bad's does.
 
     Both ends are re-run first: an end that does not behave as claimed is reported as flaky and
@@ -113,13 +117,15 @@ def bisect(golden: str, good: str | None, bad: str | None, repo: str | None, che
     _tolerance("--rtol", rtol)
     _tolerance("--atol", atol)
     _check_modes(good, bad, repo, checkpoints)
+    if step_range is not None and checkpoints is None:
+        raise UsageError("--steps selects checkpoints: give it with --checkpoints DIR_OR_GLOB")
     project_config()  # a bad configuration is named before anything else
     if checkpoints is not None:
         from ._bisect_checkpoints import run_checkpoints_mode  # the checkpoint engineer's module
 
         return run_checkpoints_mode(con=con, golden=golden, checkpoints=checkpoints, pipeline=pipeline, rtol=rtol,
                                     atol=atol, tols=tols, json_path=json_path, html_path=html_path,
-                                    factor=factor, hf=(hf_musicgen, data, hf_set))
+                                    factor=factor, hf=(hf_musicgen, data, hf_set), step_range=step_range)
     if not math.isfinite(timeout) or timeout <= 0:
         raise UsageError(f"--timeout {timeout!r} is not a duration: give seconds > 0 (e.g. 600)")
     if cache_dir and no_cache:

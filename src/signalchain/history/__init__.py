@@ -12,14 +12,14 @@ import os
 from collections.abc import Callable
 
 from ..errors import SignalchainError
-from ..records.history import RunHistory
+from ..records.history import Checkpoint, RunHistory
 from .audiocraft import is_audiocraft, read_audiocraft
 from .csv_logs import is_lightning_csv, is_wandb_csv, read_csv_log
 from .hf_trainer import is_hf_trainer, read_hf_trainer
 from .roles import assign
 from .tensorboard import is_tensorboard, read_tensorboard
 
-__all__ = ["read", "FORMATS", "HistoryReadError", "detect"]
+__all__ = ["read", "FORMATS", "HistoryReadError", "detect", "checkpoint_files"]
 
 
 class HistoryReadError(SignalchainError):
@@ -79,4 +79,30 @@ def read(path: str | os.PathLike[str], fmt: str | None = None) -> RunHistory:
     run = FORMATS[name][1](p)
     if name == "hf-trainer" and "tensorboard_dir" in run.config and not run.series:
         run = read_tensorboard(run.config["tensorboard_dir"])  # a state with no log: the events are the run
+    if not run.checkpoints:
+        run.checkpoints = checkpoint_files(p)
     return assign(run)
+
+
+_SUFFIXES = (".pt", ".pth", ".ckpt", ".safetensors", ".bin")
+
+
+def checkpoint_files(path: str) -> list[Checkpoint]:
+    """Checkpoint files saved beside a log (the folder, its `checkpoints/`, and Lightning's
+    `<version>/checkpoints/`), with the step their names give (`epoch=1-step=500.ckpt`, `ckpt_1200.pt`)."""
+    from .run import step_of
+
+    root = path if os.path.isdir(path) else os.path.dirname(path) or "."
+    out = []
+    for folder in (root, os.path.join(root, "checkpoints")):
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for n in names:
+            full = os.path.join(folder, n)
+            step = step_of(n)
+            if n.lower().endswith(_SUFFIXES) and step is not None and os.path.isfile(full) \
+                    and n not in ("training_args.bin", "optimizer.pt", "scheduler.pt", "scaler.pt"):
+                out.append(Checkpoint(step, full, complete=True, files=[n]))
+    return sorted(out, key=lambda c: (c.step, c.path))

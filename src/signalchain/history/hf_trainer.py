@@ -78,6 +78,7 @@ def _entries(state: dict[str, Any], path: str, points: Points, run: RunHistory) 
         run.notes.append(ReadNote(path, "has no `log_history` list"))
         return
     skipped = 0
+    last_epoch_step = None
     for entry in hist:
         if not isinstance(entry, dict):
             skipped += 1
@@ -97,8 +98,9 @@ def _entries(state: dict[str, Any], path: str, points: Points, run: RunHistory) 
             if value is None:
                 continue
             points.add(key, int(step), value, None, epoch, path)
-        if epoch is not None:
+        if epoch is not None and int(step) != last_epoch_step:  # an eval entry repeats its step's epoch
             points.add("epoch", int(step), epoch, None, epoch, path)
+            last_epoch_step = int(step)
     if skipped:
         run.notes.append(ReadNote(path, f"{skipped} entries of `log_history` have no numeric `step`: skipped"))
 
