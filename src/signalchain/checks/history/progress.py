@@ -1,17 +1,21 @@
 """Whether the loss learnt: `history.plateau`, `history.codebook_stalled`, `history.epoch_boundary`.
 
-- `plateau` / `from_start` (warning): over a run of at least 20 points, the mean training loss of the
-  last quarter is within its own noise (2 standard errors of the two means, and at least 1 %) of the
-  mean of the first quarter. `uniform` (warning): the level at the end is within 2 % of
-  ln(V) for a vocabulary size the run's configuration states (`vocab_size`, `card`, `cardinality`):
-  the model predicts a uniform distribution. Without V, silent.
-- `codebook_stalled` (warning): with per-codebook losses of at least 2 codebooks, one codebook's
-  relative drop (first 10 % to last 10 %) is below a quarter of the median drop of the others, while
-  those dropped by at least 5 %.
-- `epoch_boundary` (warning): with an epoch counter logged, the loss jumps up across at least 3 epoch
-  boundaries, each jump above 3x the curve's noise, and the median jump at boundaries above 5x the
-  median jump between the same number of points elsewhere: a sawtooth that restarts each epoch (data
-  in the same order every epoch, a loader whose order restarts, a state reset per epoch).
+- `plateau` / `from_start` (warning): over a run of at least 20 points, no quarter of the run after
+  its first 5 % (nor after its first quarter) has a median below the median of that first 5 % (first
+  quarter) by more than 2 standard errors of the difference (from the curve's own point noise) and
+  0.2 %: the loss never fell, anywhere. `uniform`: the last quarter's median is within 2 % of ln(V)
+  for a vocabulary size the run's configuration states (`vocab_size`, `card`, `cardinality`): the
+  model predicts a uniform distribution. `unigram`: the same at the targets' unigram entropy when the
+  configuration states it (`unigram_entropy`): the model learned token frequencies, no context. Both
+  are warnings from 20 points, info below; without the number in the configuration, silent.
+- `codebook_stalled` (warning; info under 6 points): with per-codebook losses of at least 2 codebooks
+  (training ones, else validation ones), one codebook's relative drop (first 10 % to last 10 %) is
+  below a quarter of the median drop of the others, while those dropped by at least 5 %. The step is
+  where they part: the others have made half their drop and it has not made a quarter of theirs.
+- `epoch_boundary` (warning): with an epoch counter logged (or `steps_per_epoch` configured), the loss
+  jumps up across at least 3 epoch boundaries, each jump above 3x the curve's noise, and the median
+  jump at boundaries above 5x the median jump between the same number of points elsewhere: a
+  sawtooth that restarts each epoch.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ __all__ = ["judge_plateau", "judge_codebooks", "judge_epoch_boundary"]
 
 CHECK = "checks.history.progress"
 _VOCAB = ("vocab_size", "card", "cardinality", "codebook_size", "n_vocab")
+_UNIGRAM = ("unigram_entropy", "target_entropy", "token_entropy")
+_STEPS_PER_EPOCH = ("steps_per_epoch", "num_update_steps_per_epoch", "iters_per_epoch", "updates_per_epoch")
 
 
 def _ends(vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -36,54 +42,98 @@ def _ends(vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return vals[:k], vals[-k:]
 
 
+def _robust_mean_se(v: np.ndarray) -> tuple[float, float]:
+    """(median, its standard error from 1.4826 x MAD): one outlier moves neither."""
+    m = float(np.median(v))
+    sd = 1.4826 * float(np.median(np.abs(v - m)))
+    return m, 1.2533 * sd / math.sqrt(len(v))
+
+
+def _config_number(run: RunHistory, keys: tuple[str, ...]) -> float | None:
+    for k in keys:
+        v = run.config.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0:
+            return float(v)
+    return None
+
+
+def _flat_at(run: RunHistory, s, steps: np.ndarray, vals: np.ndarray, target: float, kind: str, what: str, hint: str):
+    """A finding when the curve's last points sit within 2 % of `target` (or None)."""
+    k = max(3, len(vals) // 4)
+    if len(vals) < 4:
+        return None
+    tail, _ = _robust_mean_se(vals[-k:])
+    if abs(tail - target) > 0.02 * target:
+        return None
+    near = np.abs(vals - target) <= 0.02 * target
+    far = np.nonzero(~near)[0]
+    first = int(far[-1]) + 1 if len(far) else 0  # from where it stays there
+    first = min(first, len(vals) - k)
+    return make(
+        "history.plateau",
+        "warning" if len(vals) >= 20 else "info",  # a handful of points: context, not a verdict
+        s.name,
+        f"the training loss sits at {tail:.4g} from {fmt_step(run, int(steps[first]))} to the end, {what} "
+        f"= {target:.4g}",
+        CHECK,
+        hint,
+        step=int(steps[first]),
+        kind=kind,
+        level=tail,
+        target=target,
+    )
+
+
 def judge_plateau(run: RunHistory) -> list[Finding]:
     s = run.first("train_loss")
     if s is None:
         return []
     _, steps, vals = finite_points(s)
-    if len(vals) < 20:
-        return []
-    q = len(vals) // 4  # quarters: enough points that noise per step does not decide
-    head, tail = vals[:q], vals[-q:]
-    a, b = float(np.mean(head)), float(np.mean(tail))
-    se = math.sqrt(float(np.var(head)) / len(head) + float(np.var(tail)) / len(tail))
-    out = []
-    vocab = next(
-        (
-            run.config[k]
-            for k in _VOCAB
-            if isinstance(run.config.get(k), (int, float))
-            and not isinstance(run.config.get(k), bool)
-            and run.config[k] > 1
-        ),
-        None,
-    )
-    if vocab is not None and abs(b - math.log(vocab)) <= 0.02 * math.log(vocab):
-        out.append(
-            make(
-                "history.plateau",
-                "warning",
-                s.name,
-                f"the training loss ends at {b:.4g}, ln({int(vocab)}) = {math.log(vocab):.4g}: the model predicts "
-                "every token as equally likely",
-                CHECK,
-                "the targets carry no information the model can use: targets not aligned with the inputs "
-                "(shifted twice or not at all), labels shuffled against their inputs, or a loss on "
-                "padding only; `signalchain doctor --symptom flat-loss` on the pipeline names which",
-                step=int(steps[0]),
-                kind="uniform",
-                level=b,
-                ln_vocab=math.log(vocab),
-            )
+    vocab = _config_number(run, _VOCAB)
+    if vocab is not None and vocab > 1:
+        f = _flat_at(
+            run, s, steps, vals, math.log(vocab), "uniform", f"ln({int(vocab)})",
+            "the model predicts every token as equally likely: the targets carry nothing it can use (targets "
+            "not aligned with the inputs, labels shuffled against their inputs, a loss on padding only) or "
+            "nothing is updated; `signalchain doctor --symptom flat-loss` on the pipeline names which",
         )
-    elif a - b <= max(2.0 * se, 0.01 * abs(a)):
-        out.append(
+        if f is not None:
+            return [f]
+    unigram = _config_number(run, _UNIGRAM)
+    if unigram is not None:
+        f = _flat_at(
+            run, s, steps, vals, unigram, "unigram", "the entropy of the targets' token frequencies",
+            "the model learned how often each token occurs and nothing of its context: the inputs do not "
+            "reach the prediction (a causal mask that hides everything, inputs and targets misaligned by "
+            "more than one step, a condition or prefix dropped); overfit one batch to confirm",
+        )
+        if f is not None:
+            return [f]
+    if len(vals) < 20 or (vals <= 0).any():
+        return []
+    # the first 5 % (a run that fell in its first few points, then converged) and the first quarter (more
+    # points, more power on a slow fall) against each quarter of what follows: flat only when neither
+    # shows a fall beyond its noise
+    sigma0 = log_noise(vals)
+    a = b = se = 0.0
+    for k in (max(3, len(vals) // 20), len(vals) // 4):
+        a = float(np.median(vals[:k]))
+        rest = vals[k:]
+        q = max(3, len(rest) // 4)
+        b = min(float(np.median(rest[j : j + q])) for j in range(0, len(rest) - q + 1, q))
+        se = 1.2533 * sigma0 * a * math.sqrt(1.0 / k + 1.0 / q)
+        if a - b > max(2.0 * se, 0.002 * abs(a)):
+            return []
+    k = len(vals) // 4
+    if a - b <= max(2.0 * se, 0.002 * abs(a)):
+        return [
             make(
                 "history.plateau",
                 "warning",
                 s.name,
-                f"the training loss does not fall: {a:.4g} over the first quarter of the run, {b:.4g} over the last "
-                f"quarter ({len(vals)} points, to {fmt_step(run, int(steps[-1]))})",
+                f"the training loss does not fall: median {a:.4g} over its first {k} points, and no quarter of the "
+                f"rest lower than {b:.4g} ({len(vals)} points, to {fmt_step(run, int(steps[-1]))}; noise of "
+                f"that difference {se:.2g})",
                 CHECK,
                 "check that the optimizer steps with a non-zero rate on the parameters that the loss "
                 "depends on: `signalchain doctor --symptom flat-loss` (overfit one batch, gradient reach, "
@@ -91,15 +141,27 @@ def judge_plateau(run: RunHistory) -> list[Finding]:
                 step=int(steps[0]),
                 kind="from_start",
                 first=a,
-                last=b,
+                lowest=b,
                 stderr=se,
             )
-        )
-    return out
+        ]
+    return []
+
+
+def _drop_curve(v: np.ndarray) -> np.ndarray:
+    """The relative drop of a curve from its start at each point (smoothed over a few points)."""
+    head, _ = _ends(v)
+    h = float(np.mean(head))
+    k = max(1, len(v) // 20)
+    smooth = np.convolve(v, np.ones(k) / k, mode="same") if k > 1 else v
+    smooth[: k // 2 + 1] = v[: k // 2 + 1]
+    return (h - smooth) / h if h > 0 else np.zeros(len(v))
 
 
 def judge_codebooks(run: RunHistory) -> list[Finding]:
     books = [s for s in run.by_role("train_codebook_loss") if np.isfinite(s.values).sum() >= 4]
+    if len(books) < 2:  # no per-codebook training curves: the validation ones say the same
+        books = [s for s in run.by_role("valid_codebook_loss") if np.isfinite(s.values).sum() >= 4]
     if len(books) < 2:
         return []
     drops = []
@@ -114,18 +176,30 @@ def judge_codebooks(run: RunHistory) -> list[Finding]:
         typical = float(np.median(others))
         if typical >= 0.05 and drops[i] < 0.25 * typical:
             _, steps, v = finite_points(s)
+            # where it parts: the first point where the others have made half their drop and it has not
+            # made a quarter of that
+            mine = _drop_curve(v)
+            theirs = []
+            for j, o in enumerate(books):
+                if j != i:
+                    _, os_, ov = finite_points(o)
+                    theirs.append(np.interp(steps, os_, _drop_curve(ov)))
+            med = np.median(np.array(theirs), axis=0)
+            parted = np.nonzero((med >= 0.5 * typical) & (mine < 0.25 * med))[0]
+            at = int(steps[parted[0]]) if len(parted) else int(steps[0])
             out.append(
                 make(
                     "history.codebook_stalled",
-                    "warning",
+                    "warning" if len(v) >= 6 else "info",
                     s.name,
                     f"codebook {s.codebook} ({s.name}) falls by {drops[i]:.1%} over the run while the other "
-                    f"codebooks fall by {typical:.1%} (median): it is not learning",
+                    f"codebooks fall by {typical:.1%} (median); they part from {fmt_step(run, at)}: it is not "
+                    "learning",
                     CHECK,
                     "its targets or its head are cut off: a head detached or not in the optimizer, targets of "
                     "that codebook shifted by a wrong delay, or its labels all ignore-index; compare its "
                     "targets with the others' at `tokens.pattern`",
-                    step=int(steps[0]),
+                    step=at,
                     codebook=s.codebook,
                     drop=drops[i],
                     others_drop=typical,
@@ -134,14 +208,27 @@ def judge_codebooks(run: RunHistory) -> list[Finding]:
     return out
 
 
+def _epoch_at(run: RunHistory, steps: np.ndarray) -> np.ndarray | None:
+    """The epoch (float) at each step: from the logged counter, else from the configured steps per epoch."""
+    e = run.first("epoch")
+    if e is not None and np.isfinite(e.values).sum() >= 2:
+        ok = np.isfinite(e.values)
+        order = np.argsort(e.steps[ok], kind="stable")
+        return np.interp(steps, e.steps[ok][order], e.values[ok][order])
+    per = _config_number(run, _STEPS_PER_EPOCH)
+    return None if per is None else steps / per
+
+
 def judge_epoch_boundary(run: RunHistory) -> list[Finding]:
-    s, e = run.first("train_loss"), run.first("epoch")
-    if s is None or e is None or run.axis == "epoch":
+    s = run.first("train_loss")
+    if s is None or run.axis == "epoch":
         return []
     idx, steps, vals = finite_points(s)
     if len(vals) < 30 or (vals <= 0).any():
         return []
-    ep = np.interp(steps, e.steps, e.values)  # the epoch at each loss point
+    ep = _epoch_at(run, steps)
+    if ep is None:
+        return []
     # the epoch in progress: HF logs epoch 1.0 on the last step of epoch 0, Lightning an integer per epoch
     whole = np.ceil(ep - 1e-9)
     bounds = np.nonzero(np.diff(whole) > 0)[0] + 1  # first point of each new epoch
@@ -170,9 +257,10 @@ def judge_epoch_boundary(run: RunHistory) -> list[Finding]:
                 f"against x{math.exp(np.median(np.abs(others))):.3g} between other points), first at "
                 f"{fmt_step(run, first)}",
                 CHECK,
-                "the model relearns the same order each epoch: shuffle the training data every epoch "
-                "(shuffle=True, or DistributedSampler.set_epoch(epoch)), and check that nothing is reset per "
-                "epoch (an optimizer or scheduler built inside the epoch loop)",
+                "first see what the logged value is: a running mean reset each epoch draws this sawtooth by "
+                "itself (log the per-step loss to tell). Otherwise something restarts each epoch: an optimizer "
+                "or scheduler built inside the epoch loop, a model reloaded, data in the same order each epoch "
+                "(shuffle=True, DistributedSampler.set_epoch(epoch))",
                 step=first,
                 boundaries=len(bounds),
                 median_jump=float(np.median(at)),

@@ -1,10 +1,12 @@
 """`history.loss_spike` and `history.grad_explosion`: sudden departures from a curve's own recent level.
 
 A loss spike is a point whose log-loss stands above the median of the points before it by more than
-`SPIKE_SIGMAS` times the curve's own point-to-point noise and by at least `SPIKE_RATIO` (a 1.5x jump:
-noise alone on a long, smooth curve can be many sigmas of a tiny noise). It *recovered* when, within
-the next `window` points, the loss comes back to within `SPIKE_RATIO` of its level before; a spike that
-never comes back is an `error` (the run lost what it had learned), one that recovers a `warning`.
+`SPIKE_SIGMAS` times the curve's own point-to-point noise (1.4826 x MAD of its log differences), by more
+than `SPIKE_TAIL` times the 90th percentile of its own residuals (heavy-tailed noise has large ordinary
+excursions), by more than 3x its 5th (or 2 %-th) largest residual, and by at least `SPIKE_RATIO` (a 1.5x jump: noise alone on a long, smooth curve can be many
+sigmas of a tiny noise). It *recovered* when the loss later comes back to within `SPIKE_RATIO` of its
+level before; a spike that never comes back is an `error` (the run lost what it had learned), one that
+recovers a `warning`, one the log ends on a `warning` (unknown).
 Only the first spike is reported, with the count of the others.
 
 A gradient explosion is sustained: at least `EXPLODE_POINTS` consecutive finite gradient norms above
@@ -21,25 +23,63 @@ from ...records.history import RunHistory
 from ..base import make
 from ._curve import finite_points, fmt_step, log_noise, window
 
-__all__ = ["judge_spikes", "judge_grad_explosion", "SPIKE_SIGMAS", "SPIKE_RATIO", "EXPLODE_RATIO", "EXPLODE_POINTS"]
+__all__ = ["judge_spikes", "judge_grad_explosion", "spike_threshold", "SPIKE_SIGMAS", "SPIKE_TAIL", "SPIKE_RATIO", "EXPLODE_RATIO", "EXPLODE_POINTS"]
 
 CHECK = "checks.history.spikes"
 SPIKE_SIGMAS = 8.0
 SPIKE_RATIO = 1.5
+SPIKE_TAIL = 6.0
 EXPLODE_RATIO = 100.0
 EXPLODE_POINTS = 3
 
 
-def _spikes(values: np.ndarray, w: int, noise: float) -> list[tuple[int, float, float]]:
+def _residuals(logs: np.ndarray, w: int) -> np.ndarray:
+    """log-value minus the median of the `w` points before it (NaN for the first `w`)."""
+    r = np.full(len(logs), np.nan)
+    if len(logs) > w:
+        win = np.lib.stride_tricks.sliding_window_view(logs[:-1], w)
+        r[w:] = logs[w:] - np.median(win, axis=1)
+    return r
+
+
+def _excursion_peaks(r: np.ndarray) -> np.ndarray:
+    """The highest residual of each run of consecutive positive residuals."""
+    pos = r > 0
+    if not pos.any():
+        return np.zeros(0)
+    starts = np.nonzero(pos & ~np.concatenate([[False], pos[:-1]]))[0]
+    ends = np.nonzero(pos & ~np.concatenate([pos[1:], [False]]))[0]
+    return np.array([float(np.max(r[a : b + 1])) for a, b in zip(starts, ends)])
+
+
+def spike_threshold(values: np.ndarray, w: int) -> float:
+    """How far (in log) above its recent median a point must stand to be a spike on this curve: 8x the
+    curve's point-to-point noise, 6x the 90th percentile of its own residuals (a curve with heavy-tailed
+    noise has large ordinary excursions), and never under a 1.5x jump."""
+    r = _residuals(np.log(values), w)
+    r = r[np.isfinite(r)]
+    tail = float(np.quantile(r, 0.9)) if len(r) >= 10 else 0.0
+    # and 3x its K-th largest excursion (K = 5, or 2 % of the points; a run of points above the median
+    # is one excursion, so a level shift counts once): a spike stands out of the curve's own largest
+    # excursions, so a handful of spikes still count, and a curve full of them is its noise
+    peaks = _excursion_peaks(r)
+    k = max(5, len(r) // 50)
+    kth = float(np.sort(peaks)[-k]) if len(peaks) >= k else 0.0
+    return max(
+        SPIKE_SIGMAS * log_noise(values), SPIKE_TAIL * max(tail, 0.0), 3.0 * max(kth, 0.0), np.log(SPIKE_RATIO)
+    )
+
+
+def _spikes(values: np.ndarray, w: int) -> list[tuple[int, float, float]]:
     """(position, value, level before) of each spike, positions in `values`."""
     out = []
     logs = np.log(values)
-    jump = max(SPIKE_SIGMAS * noise, np.log(SPIKE_RATIO))
+    r = _residuals(logs, w)
+    jump = spike_threshold(values, w)
     i = w
     while i < len(values):
-        base = float(np.median(logs[i - w : i]))
-        if logs[i] - base > jump:
-            out.append((i, float(values[i]), float(np.exp(base))))
+        if r[i] > jump:
+            out.append((i, float(values[i]), float(np.exp(logs[i] - r[i]))))
             i += w  # one spike, not each of its points
         else:
             i += 1
@@ -54,41 +94,52 @@ def judge_spikes(run: RunHistory) -> list[Finding]:
     if len(vals) < 10 or (vals <= 0).any():
         return []
     w = window(len(vals))
-    found = _spikes(vals, w, log_noise(vals))
+    found = _spikes(vals, w)
     if not found:
         return []
     i, value, before = found[0]
-    after = vals[i + 1 : i + 1 + w]
-    recovered = bool(len(after)) and float(np.min(after)) <= before * SPIKE_RATIO
-    settled = float(np.median(vals[i + 1 :])) if i + 1 < len(vals) else value
+    rest = vals[i + 1 :]
+    back = np.nonzero(rest <= before * SPIKE_RATIO)[0]
+    recovered = bool(len(back))
+    settled = float(np.median(rest)) if len(rest) else value
     step = int(steps[i])
     more = f"; {len(found) - 1} more spike(s) later" if len(found) > 1 else ""
     if recovered:
+        took = int(back[0]) + 1
         return [
             make(
                 "history.loss_spike",
                 "warning",
                 s.name,
                 f"the training loss spikes to {value:.4g} at {fmt_step(run, step)} ({value / before:.2f}x its level "
-                f"{before:.4g} over the {w} points before) and recovers within {w} points{more}",
+                f"{before:.4g} over the {w} points before) and is back within {SPIKE_RATIO:g}x of it "
+                f"{took} point(s) later{more}",
                 CHECK,
                 "a recovered spike is one bad batch or a too-large step: look at that step's batch (a clip of "
                 "noise, a caption of a different language, an empty target) and at the gradient norm there; "
                 "clipping and a lower peak learning rate make them rarer",
                 step=step,
                 recovered=True,
+                points_to_recover=took,
                 value=value,
                 level_before=before,
                 spikes=len(found),
             )
         ]
+    short = len(rest) < 3  # the log ends on the spike: whether it would have come back is unknown
     return [
         make(
             "history.loss_spike",
-            "error",
+            "warning" if short else "error",
             s.name,
             f"the training loss jumps to {value:.4g} at {fmt_step(run, step)} ({value / before:.2f}x its level "
-            f"{before:.4g}) and does not come back: its median afterwards is {settled:.4g}{more}",
+            f"{before:.4g}) and "
+            + (
+                f"the log ends {len(rest)} point(s) later"
+                if short
+                else f"does not come back: its median over the {len(rest)} points after is {settled:.4g}"
+            )
+            + more,
             CHECK,
             "the run lost what it had learned at that step: bisect the checkpoints around it, and look at the "
             "learning rate and gradient norm there (a schedule jump, a resume that reset the optimizer)",

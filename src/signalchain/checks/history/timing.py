@@ -5,8 +5,11 @@
   first quarter; from some point on, both the median of the next 5 % and the median of everything
   after are above 1.8x it. A slow interval (an evaluation, a checkpoint) moves neither median.
 - `resume_jump` (warning): at a resume point (steps going back, or a stopped clock far beyond the
-  logging interval) the training loss after it differs from before it by more than 5x its noise and
-  10 %: the resumed run did not continue the one that stopped (optimizer moments, the scheduler or
+  logging interval) the level of the training loss over the k points after it (k = 2..5) differs from
+  the k before it by more than 10 %, by more than 6 robust spreads of the same shift measured at every
+  other point (so a steep early descent or sparse logging is not a jump), and by 5x the noise of a
+  k-point median. Where the steps went back, "before" is the level the run had at those same steps the
+  first time (a correct resume replays it), not its level when it stopped: the resumed run did not continue the one that stopped (optimizer moments, the scheduler or
   the data position were not restored, or another checkpoint was loaded).
 """
 
@@ -80,6 +83,11 @@ def judge_throughput(run: RunHistory) -> list[Finding]:
     return []
 
 
+def _shift(logs: np.ndarray, pos: int, k: int) -> float:
+    """The change of level across `pos`: median of the k log-values from it minus the k before it."""
+    return float(np.median(logs[pos : pos + k]) - np.median(logs[pos - k : pos]))
+
+
 def judge_resume(run: RunHistory) -> list[Finding]:
     s = run.first("train_loss")
     if s is None or len(s) < 10:
@@ -87,25 +95,45 @@ def judge_resume(run: RunHistory) -> list[Finding]:
     idx, steps, vals = finite_points(s)
     if len(vals) < 10 or (vals <= 0).any():
         return []
-    noise = log_noise(vals)
-    w = window(len(vals))
-    for r in resume_points(run, s):
-        pos = int(np.searchsorted(idx, r))
-        if pos < 3 or pos > len(vals) - 3:
-            continue
-        before = float(np.median(vals[max(0, pos - w) : pos]))
-        after = float(np.median(vals[pos : pos + min(w, 5)]))
-        change = abs(np.log(after / before))
-        if change > max(5 * noise, np.log(1.1)):
+    logs = np.log(vals)
+    k = max(2, min(5, window(len(vals)) // 2))
+    resumes = [int(np.searchsorted(idx, r)) for r in resume_points(run, s)]
+    resumes = [p for p in resumes if k <= p <= len(vals) - k]
+    if not resumes:
+        return []
+    # the same shift measured everywhere else: the curve's own trend and noise over 2k points
+    away = [p for p in range(k, len(vals) - k + 1) if all(abs(p - r) > k for r in resumes)]
+    if len(away) < 5:
+        return []
+    ordinary = np.array([_shift(logs, p, k) for p in away])
+    centre = float(np.median(ordinary))
+    spread = 1.4826 * float(np.median(np.abs(ordinary - centre)))
+    for pos in resumes:
+        went_back = bool(steps[pos] <= steps[pos - 1])
+        if went_back:
+            # a checkpoint reloaded: the run should replay the level it had at those steps the first time
+            first = np.nonzero(steps[:pos] >= steps[pos])[0][:k]
+            if len(first) < 2:
+                continue
+            before = float(np.exp(np.median(logs[first])))
+            change = float(np.median(logs[pos : pos + k]) - np.median(logs[first]))
+            excess = abs(change) - 6 * spread
+        else:
+            before = float(np.exp(np.median(logs[pos - k : pos])))
+            change = _shift(logs, pos, k)
+            excess = abs(change - centre) - 6 * spread
+        after = float(np.exp(np.median(logs[pos : pos + k])))
+        if excess > 0 and abs(change) > np.log(1.1) and abs(change) > 5 * log_noise(vals) / np.sqrt(k):
             step = int(steps[pos])
-            went_back = bool(pos > 0 and steps[pos] <= steps[pos - 1])
             return [
                 make(
                     "history.resume_jump",
                     "warning",
                     s.name,
                     f"at the resume at {fmt_step(run, step)} the training loss goes from {before:.4g} to {after:.4g} "
-                    f"({after / before:.3g}x)" + (" and the steps go back" if went_back else ""),
+                    f"({after / before:.3g}x"
+                    + (", against what it was at those steps before the restart)" if went_back else ")")
+                    + (" and the steps go back" if went_back else ""),
                     CHECK,
                     "the resumed run did not continue the stopped one: restore the optimizer (its moments), the "
                     "scheduler, the scaler and the data position with the weights, and check which checkpoint "

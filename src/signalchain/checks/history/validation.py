@@ -9,7 +9,9 @@
   that run only in training put validation a little below training by design (DESIGN §4), hence the
   margin and the warning: the message gives both readings.
 - `valid_constant` (warning): 3 or more evaluations in a row give exactly the same validation loss
-  while the training loss moves: the evaluation does not measure the model (a cached result, a
+  while the training loss's level moves over them (a line on its log, slope beyond 4 standard errors)
+  by more than 3 rounding steps of the validation values (a log that rounds repeats values at a
+  plateau; a model that no longer changes repeats them): the evaluation does not measure the model (a cached result, a
   constant batch, the model evaluated before loading its weights).
 """
 
@@ -46,6 +48,34 @@ def _train_at(run: RunHistory, steps: np.ndarray) -> np.ndarray | None:
     return np.array(out)
 
 
+def _resolution(vals: np.ndarray) -> float:
+    """The decimal step the log rounded its values to (0.01 for "3.41"), 0 when kept at full precision."""
+    for k in range(0, 9):
+        scaled = vals * 10.0**k
+        if np.all(np.abs(scaled - np.round(scaled)) < 1e-6 * np.maximum(1.0, np.abs(scaled))):
+            return 10.0**-k
+    return 0.0
+
+
+def _train_trend(run: RunHistory, lo: int, hi: int) -> float | None:
+    """The relative change of the training loss's level from step `lo` to `hi` (a least-squares line on
+    its log over the points between), or None when that change is within 4 standard errors of its
+    noise: the model did not evidently change."""
+    s = run.first("train_loss")
+    if s is None:
+        return None
+    _, ts, tv = finite_points(s)
+    sel = (ts >= lo) & (ts <= hi) & (tv > 0)
+    if sel.sum() < 4 or hi <= lo:
+        return None
+    x, y = ts[sel].astype(float), np.log(tv[sel])
+    slope, icept = np.polyfit(x, y, 1)
+    resid = y - (slope * x + icept)
+    se = float(np.sqrt(np.sum(resid**2) / max(1, len(x) - 2) / np.sum((x - x.mean()) ** 2)))
+    change = float(slope * (hi - lo))
+    return change if abs(slope) > 4 * se else None
+
+
 def judge_validation(run: RunHistory) -> list[Finding]:
     v = run.first("valid_loss")
     if v is None:
@@ -53,20 +83,26 @@ def judge_validation(run: RunHistory) -> list[Finding]:
     _, steps, vals = finite_points(v)
     out: list[Finding] = []
     trains = _train_at(run, steps)
-    # constant evaluations
+    # constant evaluations: identical to the last digit while the model evidently changed. A log that
+    # rounds (2 decimals in a CSV) repeats values at a plateau, so the training loss must have moved by
+    # more than its own noise and by several rounding steps of the validation values.
+    quantum = _resolution(vals)
     same = 1
     for i in range(1, len(vals)):
         same = same + 1 if vals[i] == vals[i - 1] else 1
-        moved = trains is not None and abs(trains[i] - trains[i - same + 1]) > 0
-        if same >= 3 and moved:
-            first = int(steps[i - same + 1])
+        if same < 3:
+            continue
+        lo = i - same + 1
+        moved = _train_trend(run, int(steps[lo]), int(steps[i]))
+        if moved is not None and abs(moved) * abs(float(vals[i])) > 3 * quantum:
+            first = int(steps[lo])
             out.append(
                 make(
                     "history.valid_constant",
                     "warning",
                     v.name,
-                    f"{same} evaluations in a row give exactly {vals[i]!r} (from {fmt_step(run, first)}) while the "
-                    "training loss moves",
+                    f"{same} evaluations in a row give exactly {float(vals[i])!r} (from {fmt_step(run, first)} to "
+                    f"{fmt_step(run, int(steps[i]))}) while the training loss moves by {abs(moved):.1%} over them",
                     CHECK,
                     "the evaluation does not see the current model: a cached result, the same stored logits, a "
                     "model copy evaluated before the weights were loaded, or an eval set of one constant batch",
