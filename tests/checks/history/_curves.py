@@ -5,6 +5,7 @@ users log it (every step or every 50, an epoch axis, fp16 skips, evaluations, wa
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -150,3 +151,140 @@ def build(run: RunHistory, a: dict[str, np.ndarray], valid: tuple[np.ndarray, np
 
 def ln(x: float) -> float:
     return math.log(x)
+
+
+# --- generative clean runs: one recipe = one way of training and logging a healthy run -------------
+
+SCHEDULER_NAMES = {"constant": "constant", "cosine": "cosine", "linear": "linear", "step": "StepLR", "wsd": "wsd"}
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How a healthy run was trained and logged. Every field is a convention users have, none a fault."""
+
+    points: int = 400  # logged training points
+    every: int = 1  # optimiser steps between them
+    lr_kind: str = "cosine"  # constant, cosine, linear, step, wsd (warm-up, stable, decay at the end)
+    warmup_frac: float = 0.05
+    warmup_from_zero: bool = False
+    start: float = 6.0  # loss at the start
+    end_frac: float = 0.5  # end level as a share of the start
+    tau_frac: float = 0.25  # time constant of the fall, as a share of the run
+    noise: float = 0.05  # multiplicative noise of a logged point (std of its log)
+    heavy_tails: bool = False  # Student-t (6 degrees of freedom) instead of Gaussian noise
+    rise_at_end: float = 0.0  # a cosine run's loss creeping up at the very end (share)
+    eval_every: int = 10  # logged points between evaluations; 0: no evaluation
+    valid_factor: float = 1.03  # validation level against training (< 1: dropout/augmentation)
+    rounding: int | None = None  # decimals the log kept
+    fp16_skips: int = 0  # skipped steps of an fp16 loss scaler (at most 1 point in 10)
+    calibration: bool = False  # the scaler calibrating: its first points (up to 8) all skipped
+    resume: str = "none"  # none, gap (requeued, all restored), back (reloaded an earlier checkpoint)
+    codebooks: int = 0
+    pauses: int = 0  # slow intervals on the clock (evaluations, saves)
+    grad_trend: float = 0.0  # log-change of the gradient norm over the run
+    with_config: bool = False  # the run saved its configuration (lr, scheduler, warm-up, V, steps/epoch)
+    epochs: float = 4.0  # epochs the run covers (the epoch counter logged beside the loss)
+
+
+def recipe_run(r: Recipe, seed: int = 0) -> RunHistory:
+    rng = np.random.default_rng(seed)
+    n, every = r.points, r.every
+    t = np.arange(n, dtype=float)
+    steps = (np.arange(n) + 1) * every
+    end = r.start * r.end_frac
+    level = end + (r.start - end) * np.exp(-t / max(1.0, n * r.tau_frac))
+    if r.rise_at_end:
+        level[-n // 10 :] *= 1 + r.rise_at_end * np.linspace(0, 1, len(level[-n // 10 :]))
+    # heavy tails: Student-t with 6 degrees of freedom, at most 0.1 (a single point 5x the level is a spike
+    # by any reading, and t6 at 0.3 draws those)
+    eps = rng.standard_t(6, n) * min(r.noise, 0.1) / np.sqrt(1.5) if r.heavy_tails else rng.normal(0, r.noise, n)
+    loss = level * np.exp(eps)
+    warmup = int(round(r.warmup_frac * n))
+    kind = "constant" if r.lr_kind == "wsd" else r.lr_kind
+    lr = lr_schedule(n, kind, warmup=warmup)
+    if r.lr_kind == "wsd":
+        d = max(2, n // 10)
+        lr[-d:] = lr[-d - 1] * np.linspace(1, 0.01, d)
+    if r.warmup_from_zero and warmup:
+        lr[:warmup] = 3e-4 * t[:warmup] / warmup
+    grad = 1.5 * np.exp(r.grad_trend * t / n) * np.exp(rng.normal(0, 0.3, n))
+    wall = 1.7e9 + np.cumsum(rng.uniform(0.9, 1.1, n) * every * 0.4)
+    for i in rng.choice(np.arange(1, n), size=min(r.pauses, n // 10), replace=False):  # at most 1 interval in 10
+        wall[i:] += rng.uniform(5, 30) * every * 0.4
+    epoch = steps / (n * every / r.epochs)
+    scale = None
+    if r.fp16_skips or r.calibration:
+        scale = np.full(n, 65536.0)
+        skips = list(rng.choice(np.arange(1, n), size=min(r.fp16_skips, n // 10), replace=False))
+        for i in skips + (list(range(min(8, n // 2))) if r.calibration else []):
+            grad[i] = np.inf
+            scale[i:] /= 2
+    idx = np.arange(n)
+    if r.resume == "gap":
+        wall[n // 2 :] += 3600.0
+    elif r.resume == "back":
+        a, b = int(n * 0.45), int(n * 0.6)
+        idx = np.concatenate([np.arange(b), np.arange(a, n)])
+        again = level[a:] * np.exp(rng.normal(0, r.noise, n - a))  # the replayed steps: same model, new batches
+        loss = np.concatenate([loss[:b], again])
+        wall = np.concatenate([wall[:b], wall[b - 1] + 600 + (wall[a:] - wall[a])])
+    if r.rounding is not None:
+        loss = np.round(loss, r.rounding)
+    run = RunHistory(root="synthetic:recipe", format="synthetic")
+    run.add(Series("loss", steps[idx], loss, wall=wall))
+    run.add(Series("learning_rate", steps[idx], lr[idx]))
+    run.add(Series("grad_norm", steps[idx], grad[idx]))
+    run.add(Series("epoch", steps[idx], epoch[idx]))
+    if scale is not None:
+        run.add(Series("loss_scale", steps[idx], scale[idx]))
+    if r.eval_every:
+        sel = np.arange(r.eval_every - 1, n, r.eval_every)
+        val = level[sel] * r.valid_factor * np.exp(rng.normal(0, 0.01, len(sel)))
+        if r.rounding is not None:
+            val = np.round(val, r.rounding)
+        run.add(Series("eval_loss", steps[sel], val))
+    for k in range(r.codebooks):
+        share = 0.7 + 0.15 * k
+        run.add(Series(f"train/ce_q{k + 1}", steps[idx], loss * share * np.exp(rng.normal(0, 0.02, len(idx)))))
+    if r.with_config:
+        run.config.update(
+            learning_rate=3e-4,
+            lr_scheduler_type=SCHEDULER_NAMES[r.lr_kind],
+            warmup_steps=warmup * every,
+            vocab_size=int(round(math.exp(r.start / 0.9))),  # a fresh model starts a little under ln V
+            steps_per_epoch=n * every / r.epochs,
+        )
+    return assign(run)
+
+
+def recipes():
+    """A hypothesis strategy over healthy recipes."""
+    from hypothesis import strategies as st
+
+    # a run whose whole fall is within one noise and done in its first 2 % of points is not clean, it is
+    # ambiguous (it learned almost nothing, at once): left out
+    return st.builds(
+        Recipe,
+        points=st.sampled_from([12, 20, 40, 100, 400, 1000]),
+        every=st.sampled_from([1, 10, 50, 500]),
+        lr_kind=st.sampled_from(["constant", "cosine", "linear", "step", "wsd"]),
+        warmup_frac=st.sampled_from([0.0, 0.01, 0.05, 0.1]),
+        warmup_from_zero=st.booleans(),
+        start=st.floats(2.0, 8.0),
+        end_frac=st.floats(0.4, 0.95),
+        tau_frac=st.floats(0.02, 0.5),
+        noise=st.floats(0.005, 0.3),
+        heavy_tails=st.booleans(),
+        rise_at_end=st.sampled_from([0.0, 0.0, 0.02]),
+        eval_every=st.sampled_from([0, 2, 5, 10, 20]),
+        valid_factor=st.floats(0.93, 1.15),
+        rounding=st.sampled_from([None, None, 2, 4]),
+        fp16_skips=st.sampled_from([0, 0, 3, 8]),
+        calibration=st.booleans(),
+        resume=st.sampled_from(["none", "gap", "back"]),
+        codebooks=st.sampled_from([0, 4]),
+        pauses=st.sampled_from([0, 3, 10]),
+        grad_trend=st.floats(-1.5, 1.5),
+        with_config=st.booleans(),
+        epochs=st.sampled_from([1.0, 3.0, 10.0]),
+    ).filter(lambda r: (1 - r.end_frac) >= 2 * r.noise or r.tau_frac >= 0.05)

@@ -1,8 +1,12 @@
 """`history.nonfinite`: the first non-finite value of a judged metric, and what moved before it.
 
-An `error` when the training or validation loss goes non-finite (the run stopped learning there).
+An `error` when the training or validation loss goes non-finite and stays so to the end of the log
+(the run stopped learning there) or the run was restarted from an earlier checkpoint after it; a
+`warning` when the loss comes back finite on the steps that follow (the bad steps were skipped).
 A non-finite gradient norm on steps where the loss stays finite afterwards is what an fp16 loss
-scaler does by design (it skips those steps and lowers its scale): `info`, never an error (DESIGN §4).
+scaler does by design (it skips those steps and lowers its scale): `info`, never an error (DESIGN §4);
+a `warning` only when it goes on all through the run (>= 20 % of the second half's points, at least
+5; a burst at the start is a scaler calibrating): a run that barely updates.
 
 "What moved before it" compares the last finite values before the bad step with the same metric's
 median over the run before that window: the gradient norm rising, the learning rate jumping, the
@@ -21,6 +25,7 @@ from ._curve import fmt_step, window
 __all__ = ["judge_nonfinite", "what_moved"]
 
 CHECK = "checks.history.nonfinite"
+SKIPPED_SHARE = 0.2  # non-finite gradient norms on this share of the points: most updates skipped
 _JUDGED = ("train_loss", "valid_loss", "grad_norm", "train_codebook_loss", "valid_codebook_loss", "lr", "loss_scale")
 
 
@@ -99,45 +104,70 @@ def judge_nonfinite(run: RunHistory) -> list[Finding]:
     before = "; ".join(moved) if moved else "no judged metric moved in the window before it"
     if not losses:
         scaler = run.first("loss_scale") is not None
+        share = float(np.mean(~np.isfinite(s.values))) if len(s) else 0.0
+        # a few skipped steps are what a scaler is for, and a burst at the start is one calibrating its
+        # scale; skipped steps all through the second half is a run that barely trains
+        late = ~np.isfinite(s.values[len(s) // 2 :])
+        many = len(s) >= 10 and float(np.mean(late)) >= SKIPPED_SHARE and int(late.sum()) >= 5
         return [
             make(
                 "history.nonfinite",
-                "info",
+                "warning" if many else "info",
                 name,
-                f"{name} is {value} at {fmt_step(run, step)} while the loss stays finite afterwards"
+                f"{name} is {value} at {fmt_step(run, step)} ({share:.0%} of its logged points non-finite) while the "
+                "loss stays finite afterwards"
                 + (
                     ": the loss scaler skipped those steps, as fp16 training does by design"
                     if scaler
                     else ": those updates were skipped or clipped away, since the loss kept learning"
-                ),
+                )
+                + ("; that many skipped steps is a run that barely updates" if many else ""),
                 CHECK,
-                "nothing to fix unless it happens on most steps (then see the loss scale's trend)",
+                "compare that batch in full precision and find the first op that overflows (`signalchain doctor "
+                "--symptom nan`); bf16 instead of fp16, or a lower peak learning rate, removes most overflows"
+                if many
+                else "nothing to fix unless it happens on most steps (then see the loss scale's trend)",
                 step=step,
                 series=name,
                 before=moved,
+                nonfinite_share=share,
             )
         ]
-    lstep, lname, _, lvalue = min(losses, key=lambda t: (t[0], t[1]))
+    lstep, lname, lseries, lvalue = min(losses, key=lambda t: (t[0], t[1]))
     where = (
         f"{name} first at {fmt_step(run, step)} ({value}), the loss {lname!r} from {fmt_step(run, lstep)}"
         if (step, name) != (lstep, lname)
         else f"{name} is {value} from {fmt_step(run, step)}"
     )
+    # the loss came back finite, on steps that go on (not a resume from an earlier checkpoint): the bad
+    # steps were skipped and the run kept learning — a fault to look at, not a dead run
+    bad = np.nonzero(~np.isfinite(lseries.values))[0]
+    last_bad = int(bad[-1])
+    tail = lseries.values[last_bad + 1 :]
+    went_back = bool(np.any(np.diff(lseries.steps[bad[0] :]) < 0))
+    recovered = len(tail) >= 3 and bool(np.all(np.isfinite(tail))) and not went_back
     return [
         make(
             "history.nonfinite",
-            "error",
+            "warning" if recovered else "error",
             name,
-            f"the run goes non-finite: {where}; before it: {before}",
+            f"the run goes non-finite: {where}; before it: {before}"
+            + (
+                f". The loss is finite again on the {len(tail)} points after {fmt_step(run, int(lseries.steps[last_bad]))} "
+                f"({len(bad)} non-finite point(s)): those steps were skipped"
+                if recovered
+                else ""
+            ),
             CHECK,
             "bisect the checkpoints around that step (the command below), then replay the first bad one: "
             "`signalchain doctor --symptom nan` on its weights names the first op; a rising gradient norm "
             "before it points at the learning rate or missing clipping, a collapsing loss scale at fp16 "
-            "overflow, nothing moving at one bad batch",
+            "overflow, nothing moving at one bad batch (an empty target, a silent clip, a log of 0)",
             step=step,
             series=name,
             before=moved,
             loss_step=lstep,
             loss_series=lname,
+            recovered=recovered,
         )
     ]

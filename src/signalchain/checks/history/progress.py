@@ -3,14 +3,16 @@
 - `plateau` / `from_start` (warning): over a run of at least 20 points, no quarter of the run after
   its first 5 % (nor after its first quarter) has a median below the median of that first 5 % (first
   quarter) by more than 2 standard errors of the difference (from the curve's own point noise) and
-  0.2 %: the loss never fell, anywhere. `uniform`: the last quarter's median is within 2 % of ln(V)
+  0.2 %, and the fall plus 2 standard errors stays under 5 % of the level (a noisy curve of few points
+  is too uncertain to call flat): the loss never fell, anywhere. `uniform`: the last quarter's median is within 2 % of ln(V)
   for a vocabulary size the run's configuration states (`vocab_size`, `card`, `cardinality`): the
   model predicts a uniform distribution. `unigram`: the same at the targets' unigram entropy when the
   configuration states it (`unigram_entropy`): the model learned token frequencies, no context. Both
   are warnings from 20 points, info below; without the number in the configuration, silent.
 - `codebook_stalled` (warning; info under 6 points): with per-codebook losses of at least 2 codebooks
   (training ones, else validation ones), one codebook's relative drop (first 10 % to last 10 %) is
-  below a quarter of the median drop of the others, while those dropped by at least 5 %. The step is
+  below a quarter of the median drop of the others, while those dropped by at least 5 %, and the two
+  drops differ by more than 4 standard errors (from each curve's own point noise). The step is
   where they part: the others have made half their drop and it has not made a quarter of theirs.
 - `epoch_boundary` (warning): with an epoch counter logged (or `steps_per_epoch` configured), the loss
   jumps up across at least 3 epoch boundaries, each jump above 3x the curve's noise, and the median
@@ -33,12 +35,13 @@ __all__ = ["judge_plateau", "judge_codebooks", "judge_epoch_boundary"]
 
 CHECK = "checks.history.progress"
 _VOCAB = ("vocab_size", "card", "cardinality", "codebook_size", "n_vocab")
+FLAT_BOUND = 0.05  # "flat": the fall, plus 2 standard errors, under 5 % of the level
 _UNIGRAM = ("unigram_entropy", "target_entropy", "token_entropy")
 _STEPS_PER_EPOCH = ("steps_per_epoch", "num_update_steps_per_epoch", "iters_per_epoch", "updates_per_epoch")
 
 
 def _ends(vals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    k = max(2, len(vals) // 10)
+    k = max(3, len(vals) // 10) if len(vals) >= 6 else max(1, len(vals) // 3)
     return vals[:k], vals[-k:]
 
 
@@ -124,6 +127,8 @@ def judge_plateau(run: RunHistory) -> list[Finding]:
         se = 1.2533 * sigma0 * a * math.sqrt(1.0 / k + 1.0 / q)
         if a - b > max(2.0 * se, 0.002 * abs(a)):
             return []
+        if a - b + 2.0 * se > FLAT_BOUND * abs(a):
+            return []  # too noisy to say: the loss may have fallen by more than 5 %
     k = len(vals) // 4
     if a - b <= max(2.0 * se, 0.002 * abs(a)):
         return [
@@ -131,8 +136,8 @@ def judge_plateau(run: RunHistory) -> list[Finding]:
                 "history.plateau",
                 "warning",
                 s.name,
-                f"the training loss does not fall: median {a:.4g} over its first {k} points, and no quarter of the "
-                f"rest lower than {b:.4g} ({len(vals)} points, to {fmt_step(run, int(steps[-1]))}; noise of "
+                f"the training loss does not fall: median {a:.4g} over its first {k} points, and the lowest median "
+                f"of a quarter of the rest {b:.4g} ({len(vals)} points, to {fmt_step(run, int(steps[-1]))}; noise of "
                 f"that difference {se:.2g})",
                 CHECK,
                 "check that the optimizer steps with a non-zero rate on the parameters that the loss "
@@ -164,17 +169,20 @@ def judge_codebooks(run: RunHistory) -> list[Finding]:
         books = [s for s in run.by_role("valid_codebook_loss") if np.isfinite(s.values).sum() >= 4]
     if len(books) < 2:
         return []
-    drops = []
+    drops, ses = [], []
     for s in books:
         _, _, v = finite_points(s)
         head, tail = _ends(v)
         h = float(np.mean(head))
         drops.append((h - float(np.mean(tail))) / h if h > 0 else 0.0)
+        # the standard error of that relative drop, from the curve's own point noise
+        ses.append(log_noise(v[v > 0]) * float(np.sqrt(1.0 / len(head) + 1.0 / len(tail))))
     out = []
     for i, s in enumerate(books):
         others = [d for j, d in enumerate(drops) if j != i]
         typical = float(np.median(others))
-        if typical >= 0.05 and drops[i] < 0.25 * typical:
+        apart = typical - drops[i] > 4.0 * max(ses[i], float(np.median([e for j, e in enumerate(ses) if j != i])))
+        if typical >= 0.05 and drops[i] < 0.25 * typical and apart:
             _, steps, v = finite_points(s)
             # where it parts: the first point where the others have made half their drop and it has not
             # made a quarter of that

@@ -9,8 +9,10 @@
   (cosine, linear, polynomial, exponential, step...): the rate stays within 1 % of its peak over the
   last half of the points, at least 5, to the end. Without that, a constant rate is a recipe: silent.
 - `restarted_on_resume` (warning): at a resume point the rate jumps by more than 1.5x and by more than
-  4x the largest move between points before it. Where the steps went back (a checkpoint reloaded), the
-  rate is compared with what the run logged at that same step before, not with the last value.
+  4x the largest move between points before it, and the 3 values after it replay (within 10 %) what the
+  run logged that many steps after its own start: the schedule began again. Where the steps went back
+  (a checkpoint reloaded), the rate is compared with what the run logged at that same step before.
+  A step decay that falls on a long pause (an evaluation) jumps to a value the start never had: silent.
 - `warmup_restarted` (warning): mid-run, the rate falls to at most 10 % of its peak so far and then
   climbs for at least 3 points back above half of that peak, without a resume point (a cyclic
   schedule whose configuration names restarts or cycles is left alone).
@@ -152,6 +154,19 @@ def _position(steps: np.ndarray, step: int) -> int:
     return int(closest[-1])
 
 
+def _replays(steps: np.ndarray, lr: np.ndarray, r: int) -> bool:
+    """Whether the rate from position r on follows the run's own schedule from its start again: its values
+    at the steps since the resume match (within 10 %) what the run logged at those steps from step 0."""
+    first_end = r if np.all(np.diff(steps[:r]) > 0) else int(np.argmax(np.diff(steps[:r]) <= 0)) + 1
+    xs, ys = steps[:first_end].astype(float), lr[:first_end]
+    since = (steps[r : r + 3] - steps[r - 1]).astype(float)
+    if len(xs) < 2 or not len(since) or since[0] <= 0:
+        return False
+    want = np.interp(since, xs, ys)
+    got = lr[r : r + 3]
+    return bool(np.all(want > 0) and np.all(got > 0) and np.all(np.abs(np.log(got / want)) < np.log(1.1)))
+
+
 def _restarted(run: RunHistory, name, s_steps: np.ndarray, steps: np.ndarray, lr: np.ndarray) -> tuple[list[Finding], list[int]]:
     resumes = set(resume_points(run, run.series[name])) if len(s_steps) == len(lr) else set()
     # the rate's own series rarely has a clock: the restarts are read off the loss's
@@ -170,7 +185,10 @@ def _restarted(run: RunHistory, name, s_steps: np.ndarray, steps: np.ndarray, lr
         if before <= 0 or after <= 0:
             continue
         jump = abs(np.log(after / before))
-        if jump > max(np.log(1.5), 4 * float(np.max(moves)) if len(moves) else 0.0):
+        # a restarted scheduler replays its schedule from step 0: a step decay that happens to fall on a
+        # long pause (an evaluation at an epoch's end) jumps too, but to a value the start never had
+        replays = went_back and len(earlier) or _replays(steps, lr, r)
+        if replays and jump > max(np.log(1.5), 4 * float(np.max(moves)) if len(moves) else 0.0):
             what = "at the same step before the restart" if went_back and len(earlier) else "a point before"
             return [
                 _finding(

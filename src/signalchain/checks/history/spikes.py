@@ -6,7 +6,8 @@ than `SPIKE_TAIL` times the 90th percentile of its own residuals (heavy-tailed n
 excursions), by more than 3x its 5th (or 2 %-th) largest residual, and by at least `SPIKE_RATIO` (a 1.5x jump: noise alone on a long, smooth curve can be many
 sigmas of a tiny noise). It *recovered* when the loss later comes back to within `SPIKE_RATIO` of its
 level before; a spike that never comes back is an `error` (the run lost what it had learned), one that
-recovers a `warning`, one the log ends on a `warning` (unknown).
+recovers a `warning`, one the log ends on a `warning` (unknown). On a curve of fewer than `FEW_POINTS`
+points its noise is a guess: a recovered spike is `info`, an unrecovered one a `warning`.
 Only the first spike is reported, with the count of the others.
 
 A gradient explosion is sustained: at least `EXPLODE_POINTS` consecutive finite gradient norms above
@@ -26,9 +27,10 @@ from ._curve import finite_points, fmt_step, log_noise, window
 __all__ = ["judge_spikes", "judge_grad_explosion", "spike_threshold", "SPIKE_SIGMAS", "SPIKE_TAIL", "SPIKE_RATIO", "EXPLODE_RATIO", "EXPLODE_POINTS"]
 
 CHECK = "checks.history.spikes"
-SPIKE_SIGMAS = 8.0
+SPIKE_SIGMAS = 10.0
 SPIKE_RATIO = 1.5
 SPIKE_TAIL = 6.0
+FEW_POINTS = 30
 EXPLODE_RATIO = 100.0
 EXPLODE_POINTS = 3
 
@@ -53,7 +55,7 @@ def _excursion_peaks(r: np.ndarray) -> np.ndarray:
 
 
 def spike_threshold(values: np.ndarray, w: int) -> float:
-    """How far (in log) above its recent median a point must stand to be a spike on this curve: 8x the
+    """How far (in log) above its recent median a point must stand to be a spike on this curve: 10x the
     curve's point-to-point noise, 6x the 90th percentile of its own residuals (a curve with heavy-tailed
     noise has large ordinary excursions), and never under a 1.5x jump."""
     r = _residuals(np.log(values), w)
@@ -104,12 +106,13 @@ def judge_spikes(run: RunHistory) -> list[Finding]:
     settled = float(np.median(rest)) if len(rest) else value
     step = int(steps[i])
     more = f"; {len(found) - 1} more spike(s) later" if len(found) > 1 else ""
+    few = len(vals) < FEW_POINTS  # the curve's own noise is a guess on so few points: context, not a verdict
     if recovered:
         took = int(back[0]) + 1
         return [
             make(
                 "history.loss_spike",
-                "warning",
+                "info" if few else "warning",
                 s.name,
                 f"the training loss spikes to {value:.4g} at {fmt_step(run, step)} ({value / before:.2f}x its level "
                 f"{before:.4g} over the {w} points before) and is back within {SPIKE_RATIO:g}x of it "
@@ -130,7 +133,7 @@ def judge_spikes(run: RunHistory) -> list[Finding]:
     return [
         make(
             "history.loss_spike",
-            "warning" if short else "error",
+            "warning" if short or few else "error",
             s.name,
             f"the training loss jumps to {value:.4g} at {fmt_step(run, step)} ({value / before:.2f}x its level "
             f"{before:.4g}) and "

@@ -2,13 +2,14 @@
 
 - `throughput_drop` (warning): the seconds per step (a `step_time` series, the inverse of a
   `throughput` one, or the wall-clock spacing of the training-loss points) have a median over the
-  first quarter; from some point on, both the median of the next 5 % and the median of everything
-  after are above 1.8x it. A slow interval (an evaluation, a checkpoint) moves neither median.
+  first quarter; from some point on (with at least 5 intervals and a tenth of the run after it), the
+  median of the next 5 % and the median of everything after are above 1.8x it, and 80 % of the
+  intervals after are above 1.5x it. Slow intervals (an evaluation, a checkpoint) move none of these.
 - `resume_jump` (warning): at a resume point (steps going back, or a stopped clock far beyond the
-  logging interval) the level of the training loss over the k points after it (k = 2..5) differs from
-  the k before it by more than 10 %, by more than 6 robust spreads of the same shift measured at every
-  other point (so a steep early descent or sparse logging is not a jump), and by 5x the noise of a
-  k-point median. Where the steps went back, "before" is the level the run had at those same steps the
+  logging interval) a line through the m points after it (m = 3..10) and one through the m before it,
+  both read at the resume step, differ by more than 10 % and by 4 standard errors (from the curve's
+  own point noise), and by twice what either line moves across its own points (where the curve bends
+  that much, a line cannot tell a jump from the bend): a steep fall or sparse logging is not a jump. Where the steps went back, "before" is the level the run had at those same steps the
   first time (a correct resume replays it), not its level when it stopped: the resumed run did not continue the one that stopped (optimizer moments, the scheduler or
   the data position were not restored, or another checkpoint was loaded).
 """
@@ -59,8 +60,14 @@ def judge_throughput(run: RunHistory) -> list[Finding]:
     w = max(3, n // 20)
     if base <= 0:
         return []
-    for i in range(n // 4, n - w + 1):
-        if np.median(sec[i : i + w]) > 1.8 * base and np.median(sec[i:]) > 1.8 * base:
+    last = n - max(5, n // 10, w)  # "stays": at least 5 intervals (and a tenth of the run) after it
+    for i in range(n // 4, last + 1):
+        after = sec[i:]
+        if (
+            np.median(sec[i : i + w]) > 1.8 * base
+            and np.median(after) > 1.8 * base
+            and np.mean(after > 1.5 * base) >= 0.8  # slow nearly everywhere after, not a few long pauses
+        ):
             i += int(np.argmax(sec[i : i + w] > 1.8 * base))  # the first slow step of that stretch
             after = float(np.median(sec[i:]))
             return [
@@ -83,9 +90,13 @@ def judge_throughput(run: RunHistory) -> list[Finding]:
     return []
 
 
-def _shift(logs: np.ndarray, pos: int, k: int) -> float:
-    """The change of level across `pos`: median of the k log-values from it minus the k before it."""
-    return float(np.median(logs[pos : pos + k]) - np.median(logs[pos - k : pos]))
+def _level_at(x: np.ndarray, y: np.ndarray, at: float) -> tuple[float, float]:
+    """A least-squares line through (x, y), read at `at`, and how much it moves across its own points
+    (the median and 0 when x does not vary)."""
+    if len(x) < 2 or np.ptp(x) == 0:
+        return float(np.median(y)), 0.0
+    slope, icept = np.polyfit(x.astype(float), y, 1)
+    return float(slope * at + icept), float(abs(slope) * np.ptp(x))
 
 
 def judge_resume(run: RunHistory) -> list[Finding]:
@@ -96,34 +107,33 @@ def judge_resume(run: RunHistory) -> list[Finding]:
     if len(vals) < 10 or (vals <= 0).any():
         return []
     logs = np.log(vals)
-    k = max(2, min(5, window(len(vals)) // 2))
-    resumes = [int(np.searchsorted(idx, r)) for r in resume_points(run, s)]
-    resumes = [p for p in resumes if k <= p <= len(vals) - k]
-    if not resumes:
-        return []
-    # the same shift measured everywhere else: the curve's own trend and noise over 2k points
-    away = [p for p in range(k, len(vals) - k + 1) if all(abs(p - r) > k for r in resumes)]
-    if len(away) < 5:
-        return []
-    ordinary = np.array([_shift(logs, p, k) for p in away])
-    centre = float(np.median(ordinary))
-    spread = 1.4826 * float(np.median(np.abs(ordinary - centre)))
-    for pos in resumes:
+    m = max(3, min(10, window(len(vals))))  # points on each side
+    sigma = log_noise(vals)
+    for r in resume_points(run, s):
+        pos = int(np.searchsorted(idx, r))
+        if pos < 3 or pos > len(vals) - 3:
+            continue
+        at = float(steps[pos])
+        right = slice(pos, min(len(vals), pos + m))
         went_back = bool(steps[pos] <= steps[pos - 1])
         if went_back:
             # a checkpoint reloaded: the run should replay the level it had at those steps the first time
-            first = np.nonzero(steps[:pos] >= steps[pos])[0][:k]
+            first = np.nonzero(steps[:pos] >= steps[pos])[0][:m]
             if len(first) < 2:
                 continue
-            before = float(np.exp(np.median(logs[first])))
-            change = float(np.median(logs[pos : pos + k]) - np.median(logs[first]))
-            excess = abs(change) - 6 * spread
+            lx, ly = steps[first], logs[first]
         else:
-            before = float(np.exp(np.median(logs[pos - k : pos])))
-            change = _shift(logs, pos, k)
-            excess = abs(change - centre) - 6 * spread
-        after = float(np.exp(np.median(logs[pos : pos + k])))
-        if excess > 0 and abs(change) > np.log(1.1) and abs(change) > 5 * log_noise(vals) / np.sqrt(k):
+            left = slice(max(0, pos - m), pos)
+            lx, ly = steps[left], logs[left]
+        # each side's own line, read at the resume step: a steep fall or sparse logging is no jump
+        (b, moves_l), (a_, moves_r) = _level_at(lx, ly, at), _level_at(steps[right], logs[right], at)
+        change = a_ - b
+        n_l, n_r = len(lx), len(logs[right])
+        se = 2.0 * sigma * np.sqrt(1.0 / n_l + 1.0 / n_r)  # a line's end is about twice as noisy as a mean
+        # where the curve itself moves that much within a side (its first steep fall), a line cannot
+        # tell a jump from a bend: ambiguous, silent
+        if abs(change) > max(np.log(1.1), 4.0 * se, 2.0 * moves_l, 2.0 * moves_r):
+            before, after = float(np.exp(b)), float(np.exp(a_))
             step = int(steps[pos])
             return [
                 make(

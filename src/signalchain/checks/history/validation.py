@@ -2,7 +2,8 @@
 
 - `overfit_gap` (warning): with at least 4 evaluations, at least 3 after the validation minimum, the
   mean of the last 3 evaluations stands above the mean of the 3 around the minimum by more than 4x
-  the evaluations' own noise and 3 %, while the training loss at those evaluations keeps falling:
+  the evaluations' own noise, 3 % and 3 rounding steps of the log, while the training loss falls
+  over the same steps (a line on its log, slope beyond 4 standard errors of its point noise):
   the model memorises. The step is the minimum's (the checkpoint to keep).
 - `valid_below_train` (warning): on at least 80 % of at least 4 evaluations, and on the last one, the
   validation loss is more than 15 % below the training loss at the same step. Dropout or augmentation
@@ -60,7 +61,7 @@ def _resolution(vals: np.ndarray) -> float:
 def _train_trend(run: RunHistory, lo: int, hi: int) -> float | None:
     """The relative change of the training loss's level from step `lo` to `hi` (a least-squares line on
     its log over the points between), or None when that change is within 4 standard errors of its
-    noise: the model did not evidently change."""
+    noise (the point noise of the whole curve): the model did not evidently change."""
     s = run.first("train_loss")
     if s is None:
         return None
@@ -69,9 +70,9 @@ def _train_trend(run: RunHistory, lo: int, hi: int) -> float | None:
     if sel.sum() < 4 or hi <= lo:
         return None
     x, y = ts[sel].astype(float), np.log(tv[sel])
-    slope, icept = np.polyfit(x, y, 1)
-    resid = y - (slope * x + icept)
-    se = float(np.sqrt(np.sum(resid**2) / max(1, len(x) - 2) / np.sum((x - x.mean()) ** 2)))
+    slope, _ = np.polyfit(x, y, 1)
+    # the noise of a point from the whole curve (robust), not from these few points' residuals
+    se = float(log_noise(tv) / np.sqrt(np.sum((x - x.mean()) ** 2)))
     change = float(slope * (hi - lo))
     return change if abs(slope) > 4 * se else None
 
@@ -118,12 +119,14 @@ def judge_validation(run: RunHistory) -> list[Finding]:
         # the minimum of noisy evaluations is biased low: compare the means of 3 around it and the last 3
         low = float(np.mean(vals[max(0, m - 1) : m + 2]))
         last = float(np.mean(vals[-3:]))
+        fell = _train_trend(run, int(steps[m]), int(steps[-1]))
         if (
             len(vals) - m >= 4
-            and last - low > max(4 * noise, 0.03 * low)
+            and last - low > max(4 * noise, 0.03 * low, 3 * _resolution(vals))
             and np.all(vals[-3:] > low)
             and trains is not None
-            and trains[-1] < trains[m]
+            and fell is not None
+            and fell < 0
         ):
             out.append(
                 make(
