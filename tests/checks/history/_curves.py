@@ -176,7 +176,7 @@ class Recipe:
     eval_every: int = 10  # logged points between evaluations; 0: no evaluation
     valid_factor: float = 1.03  # validation level against training (< 1: dropout/augmentation)
     rounding: int | None = None  # decimals the log kept
-    fp16_skips: int = 0  # skipped steps of an fp16 loss scaler (at most 1 point in 10)
+    fp16_skips: int = 0  # skipped steps of an fp16 loss scaler (at most 1 point in 20)
     calibration: bool = False  # the scaler calibrating: its first points (up to 8) all skipped
     resume: str = "none"  # none, gap (requeued, all restored), back (reloaded an earlier checkpoint)
     codebooks: int = 0
@@ -215,7 +215,7 @@ def recipe_run(r: Recipe, seed: int = 0) -> RunHistory:
     scale = None
     if r.fp16_skips or r.calibration:
         scale = np.full(n, 65536.0)
-        skips = list(rng.choice(np.arange(1, n), size=min(r.fp16_skips, n // 10), replace=False))
+        skips = list(rng.choice(np.arange(1, n), size=min(r.fp16_skips, n // 20), replace=False))
         for i in skips + (list(range(min(8, n // 2))) if r.calibration else []):
             grad[i] = np.inf
             scale[i:] /= 2
@@ -261,8 +261,9 @@ def recipes():
     """A hypothesis strategy over healthy recipes."""
     from hypothesis import strategies as st
 
-    # a run whose whole fall is within one noise and done in its first 2 % of points is not clean, it is
-    # ambiguous (it learned almost nothing, at once): left out
+    # a run whose whole fall is within two noises and done in its first 2 % of points, or done before its
+    # second logged point, is not clean but ambiguous (a fall to a plateau at once is also what a broken
+    # run that learns only token frequencies draws): left out
     return st.builds(
         Recipe,
         points=st.sampled_from([12, 20, 40, 100, 400, 1000]),
@@ -271,7 +272,7 @@ def recipes():
         warmup_frac=st.sampled_from([0.0, 0.01, 0.05, 0.1]),
         warmup_from_zero=st.booleans(),
         start=st.floats(2.0, 8.0),
-        end_frac=st.floats(0.4, 0.95),
+        end_frac=st.floats(0.4, 0.9),
         tau_frac=st.floats(0.02, 0.5),
         noise=st.floats(0.005, 0.3),
         heavy_tails=st.booleans(),
@@ -287,4 +288,4 @@ def recipes():
         grad_trend=st.floats(-1.5, 1.5),
         with_config=st.booleans(),
         epochs=st.sampled_from([1.0, 3.0, 10.0]),
-    ).filter(lambda r: (1 - r.end_frac) >= 2 * r.noise or r.tau_frac >= 0.05)
+    ).filter(lambda r: ((1 - r.end_frac) >= 2 * r.noise or r.tau_frac >= 0.05) and r.tau_frac * r.points >= 2)

@@ -3,8 +3,8 @@
 - `plateau` / `from_start` (warning): over a run of at least 20 points, no quarter of the run after
   its first 5 % (nor after its first quarter) has a median below the median of that first 5 % (first
   quarter) by more than 2 standard errors of the difference (from the curve's own point noise) and
-  0.2 %, and the fall plus 2 standard errors stays under 5 % of the level (a noisy curve of few points
-  is too uncertain to call flat): the loss never fell, anywhere. `uniform`: the last quarter's median is within 2 % of ln(V)
+  0.2 %, and the fall from the first quarter to the median of all the rest, plus 2 standard errors,
+  stays under 3 % of the level (a noisy curve of few points is too uncertain to call flat): the loss never fell, anywhere. `uniform`: the last quarter's median is within 2 % of ln(V)
   for a vocabulary size the run's configuration states (`vocab_size`, `card`, `cardinality`): the
   model predicts a uniform distribution. `unigram`: the same at the targets' unigram entropy when the
   configuration states it (`unigram_entropy`): the model learned token frequencies, no context. Both
@@ -35,7 +35,7 @@ __all__ = ["judge_plateau", "judge_codebooks", "judge_epoch_boundary"]
 
 CHECK = "checks.history.progress"
 _VOCAB = ("vocab_size", "card", "cardinality", "codebook_size", "n_vocab")
-FLAT_BOUND = 0.05  # "flat": the fall, plus 2 standard errors, under 5 % of the level
+FLAT_BOUND = 0.03  # "flat": the fall, plus 2 standard errors, under 3 % of the level
 _UNIGRAM = ("unigram_entropy", "target_entropy", "token_entropy")
 _STEPS_PER_EPOCH = ("steps_per_epoch", "num_update_steps_per_epoch", "iters_per_epoch", "updates_per_epoch")
 
@@ -127,8 +127,13 @@ def judge_plateau(run: RunHistory) -> list[Finding]:
         se = 1.2533 * sigma0 * a * math.sqrt(1.0 / k + 1.0 / q)
         if a - b > max(2.0 * se, 0.002 * abs(a)):
             return []
-        if a - b + 2.0 * se > FLAT_BOUND * abs(a):
-            return []  # too noisy to say: the loss may have fallen by more than 5 %
+    # "flat" only when the first quarter against all the rest (the most points, and no minimum taken
+    # over segments to bias it) bounds the fall tightly
+    rest = vals[k:]
+    fall = a - float(np.median(rest))
+    bound = 1.2533 * sigma0 * a * math.sqrt(1.0 / k + 1.0 / len(rest))
+    if fall + 2.0 * bound > FLAT_BOUND * abs(a):
+        return []  # too noisy to say: the loss may have fallen by more than 3 %
     k = len(vals) // 4
     if a - b <= max(2.0 * se, 0.002 * abs(a)):
         return [

@@ -3,17 +3,18 @@
 - `overfit_gap` (warning): with at least 4 evaluations, at least 3 after the validation minimum, the
   mean of the last 3 evaluations stands above the mean of the 3 around the minimum by more than 4x
   the evaluations' own noise, 3 % and 3 rounding steps of the log, while the training loss falls
-  over the same steps (a line on its log, slope beyond 4 standard errors of its point noise):
+  over the same steps (medians of thirds of its points, beyond 4 standard errors of its noise):
   the model memorises. The step is the minimum's (the checkpoint to keep).
 - `valid_below_train` (warning): on at least 80 % of at least 4 evaluations, and on the last one, the
   validation loss is more than 15 % below the training loss at the same step. Dropout or augmentation
   that run only in training put validation a little below training by design (DESIGN §4), hence the
   margin and the warning: the message gives both readings.
 - `valid_constant` (warning): 3 or more evaluations in a row give exactly the same validation loss
-  while the training loss's level moves over them (a line on its log, slope beyond 4 standard errors)
-  by more than 3 rounding steps of the validation values (a log that rounds repeats values at a
-  plateau; a model that no longer changes repeats them): the evaluation does not measure the model (a cached result, a
-  constant batch, the model evaluated before loading its weights).
+  while the training loss's level moves over them (medians of the first and last thirds of its
+  points between, beyond 4 standard errors) by more than 3 rounding steps of the validation values, plus 3x their own noise when rounded (a
+  log that rounds repeats values at a plateau; a model that no longer changes repeats them): the
+  evaluation does not measure the model (a cached result, a constant batch, the model evaluated
+  before loading its weights).
 """
 
 from __future__ import annotations
@@ -59,22 +60,24 @@ def _resolution(vals: np.ndarray) -> float:
 
 
 def _train_trend(run: RunHistory, lo: int, hi: int) -> float | None:
-    """The relative change of the training loss's level from step `lo` to `hi` (a least-squares line on
-    its log over the points between), or None when that change is within 4 standard errors of its
-    noise (the point noise of the whole curve): the model did not evidently change."""
+    """The relative change of the training loss's level from step `lo` to `hi` (medians of the first and
+    last thirds of its log over the points between, at least 6), or None when that change is within 4
+    standard errors of its noise (the point noise of the whole curve): the model did not evidently
+    change."""
     s = run.first("train_loss")
     if s is None:
         return None
     _, ts, tv = finite_points(s)
     sel = (ts >= lo) & (ts <= hi) & (tv > 0)
-    if sel.sum() < 4 or hi <= lo:
+    if sel.sum() < 6 or hi <= lo:
         return None
-    x, y = ts[sel].astype(float), np.log(tv[sel])
-    slope, _ = np.polyfit(x, y, 1)
-    # the noise of a point from the whole curve (robust), not from these few points' residuals
-    se = float(log_noise(tv) / np.sqrt(np.sum((x - x.mean()) ** 2)))
-    change = float(slope * (hi - lo))
-    return change if abs(slope) > 4 * se else None
+    y = np.log(tv[sel])
+    m = len(y) // 3
+    # medians of the first and last thirds (one outlier moves neither), their centres 2/3 of the span
+    # apart; the noise of a point from the whole curve (robust), not from these few points
+    change = float(np.median(y[-m:]) - np.median(y[:m]))
+    se = 1.2533 * log_noise(tv) * float(np.sqrt(2.0 / m))
+    return 1.5 * change if abs(change) > 4 * se else None
 
 
 def judge_validation(run: RunHistory) -> list[Finding]:
@@ -95,7 +98,9 @@ def judge_validation(run: RunHistory) -> list[Finding]:
             continue
         lo = i - same + 1
         moved = _train_trend(run, int(steps[lo]), int(steps[i]))
-        if moved is not None and abs(moved) * abs(float(vals[i])) > 3 * quantum:
+        # rounded values also repeat by chance when the evaluation's own noise spans a rounding step
+        vnoise = log_noise(vals) * abs(float(vals[i])) if quantum > 0 else 0.0
+        if moved is not None and abs(moved) * abs(float(vals[i])) > 3 * quantum + 3 * vnoise:
             first = int(steps[lo])
             out.append(
                 make(
