@@ -171,7 +171,7 @@ class Recipe:
     end_frac: float = 0.5  # end level as a share of the start
     tau_frac: float = 0.25  # time constant of the fall, as a share of the run
     noise: float = 0.05  # multiplicative noise of a logged point (std of its log)
-    heavy_tails: bool = False  # Student-t (6 degrees of freedom) instead of Gaussian noise
+    heavy_tails: bool = False  # Student-t (10 degrees of freedom) instead of Gaussian noise
     rise_at_end: float = 0.0  # a cosine run's loss creeping up at the very end (share)
     eval_every: int = 10  # logged points between evaluations; 0: no evaluation
     valid_factor: float = 1.03  # validation level against training (< 1: dropout/augmentation)
@@ -195,9 +195,9 @@ def recipe_run(r: Recipe, seed: int = 0) -> RunHistory:
     level = end + (r.start - end) * np.exp(-t / max(1.0, n * r.tau_frac))
     if r.rise_at_end:
         level[-n // 10 :] *= 1 + r.rise_at_end * np.linspace(0, 1, len(level[-n // 10 :]))
-    # heavy tails: Student-t with 6 degrees of freedom, at most 0.1 (a single point 5x the level is a spike
-    # by any reading, and t6 at 0.3 draws those)
-    eps = rng.standard_t(6, n) * min(r.noise, 0.1) / np.sqrt(1.5) if r.heavy_tails else rng.normal(0, r.noise, n)
+    # heavy tails: Student-t with 10 degrees of freedom, at most 0.1 (heavier tails draw, now and then, a
+    # single point 2-5x its level: a spike by any reading, which the judge reports as one)
+    eps = rng.standard_t(10, n) * min(r.noise, 0.1) / np.sqrt(1.25) if r.heavy_tails else rng.normal(0, r.noise, n)
     loss = level * np.exp(eps)
     warmup = int(round(r.warmup_frac * n))
     kind = "constant" if r.lr_kind == "wsd" else r.lr_kind
@@ -225,7 +225,9 @@ def recipe_run(r: Recipe, seed: int = 0) -> RunHistory:
     elif r.resume == "back":
         a, b = int(n * 0.45), int(n * 0.6)
         idx = np.concatenate([np.arange(b), np.arange(a, n)])
-        again = level[a:] * np.exp(rng.normal(0, r.noise, n - a))  # the replayed steps: same model, new batches
+        # the replayed steps: same model, new batches, the same noise
+        redo = rng.standard_t(10, n - a) * min(r.noise, 0.1) / np.sqrt(1.25) if r.heavy_tails else rng.normal(0, r.noise, n - a)
+        again = level[a:] * np.exp(redo)
         loss = np.concatenate([loss[:b], again])
         wall = np.concatenate([wall[:b], wall[b - 1] + 600 + (wall[a:] - wall[a])])
     if r.rounding is not None:

@@ -1,10 +1,11 @@
 """Whether the loss learnt: `history.plateau`, `history.codebook_stalled`, `history.epoch_boundary`.
 
-- `plateau` / `from_start` (warning): over a run of at least 20 points, no quarter of the run after
-  its first 5 % (nor after its first quarter) has a median below the median of that first 5 % (first
-  quarter) by more than 2 standard errors of the difference (from the curve's own point noise) and
-  0.2 %, and the fall from the first quarter to the median of all the rest, plus 2 standard errors,
-  stays under 3 % of the level (a noisy curve of few points is too uncertain to call flat): the loss never fell, anywhere. `uniform`: the last quarter's median is within 2 % of ln(V)
+- `plateau` / `from_start` (warning): over a run of at least 20 points, no quarter of what follows its
+  first 3 points, its first 5 % or its first quarter has a median below theirs by more than 2
+  standard errors of the difference (from the curve's own point noise) and 0.2 %; and the fall from
+  the first quarter to the median of all the rest, plus 2 standard errors, stays under 3 % of the
+  level (a noisy curve of few points is too uncertain to call flat): the loss never fell, anywhere.
+  `uniform`: the last quarter's median is within 2 % of ln(V)
   for a vocabulary size the run's configuration states (`vocab_size`, `card`, `cardinality`): the
   model predicts a uniform distribution. `unigram`: the same at the targets' unigram entropy when the
   configuration states it (`unigram_entropy`): the model learned token frequencies, no context. Both
@@ -119,7 +120,7 @@ def judge_plateau(run: RunHistory) -> list[Finding]:
     # shows a fall beyond its noise
     sigma0 = log_noise(vals)
     a = b = se = 0.0
-    for k in (max(3, len(vals) // 20), len(vals) // 4):
+    for k in (3, max(3, len(vals) // 20), len(vals) // 4):
         a = float(np.median(vals[:k]))
         rest = vals[k:]
         q = max(3, len(rest) // 4)

@@ -6,7 +6,8 @@
   over the same steps (medians of thirds of its points, beyond 4 standard errors of its noise):
   the model memorises. The step is the minimum's (the checkpoint to keep).
 - `valid_below_train` (warning): on at least 80 % of at least 4 evaluations, and on the last one, the
-  validation loss is more than 15 % below the training loss at the same step. Dropout or augmentation
+  validation loss is more than 15 % below the training loss at the same step, and more than 2
+  standard errors of that training level (the median of the points before the evaluation). Dropout or augmentation
   that run only in training put validation a little below training by design (DESIGN §4), hence the
   margin and the warning: the message gives both readings.
 - `valid_constant` (warning): 3 or more evaluations in a row give exactly the same validation loss
@@ -31,23 +32,24 @@ __all__ = ["judge_validation"]
 CHECK = "checks.history.validation"
 
 
-def _train_at(run: RunHistory, steps: np.ndarray) -> np.ndarray | None:
+def _train_at(run: RunHistory, steps: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
     """The training loss around each evaluation step: the median of its points in the half-interval
-    before it (so noise per step does not decide)."""
+    before it (so noise per step does not decide), and how many points each median has."""
     s = run.first("train_loss")
     if s is None:
-        return None
+        return None, np.zeros(len(steps))
     _, ts, tv = finite_points(s)
     if len(tv) < 2:
-        return None
-    out = []
+        return None, np.zeros(len(steps))
+    out, counts = [], []
     prev = ts[0] - 1
     for st in steps:
         lo = st - max(1, (st - prev) // 2)
         sel = tv[(ts > lo) & (ts <= st)]
         out.append(float(np.median(sel)) if len(sel) else float(np.interp(st, ts, tv)))
+        counts.append(max(1, len(sel)))
         prev = st
-    return np.array(out)
+    return np.array(out), np.array(counts, dtype=float)
 
 
 def _resolution(vals: np.ndarray) -> float:
@@ -74,9 +76,11 @@ def _train_trend(run: RunHistory, lo: int, hi: int) -> float | None:
     y = np.log(tv[sel])
     m = len(y) // 3
     # medians of the first and last thirds (one outlier moves neither), their centres 2/3 of the span
-    # apart; the noise of a point from the whole curve (robust), not from these few points
+    # apart
     change = float(np.median(y[-m:]) - np.median(y[:m]))
-    se = 1.2533 * log_noise(tv) * float(np.sqrt(2.0 / m))
+    # the noise of a point: the whole curve's, or these points' own when larger (noise that changes
+    # over a run, a batch size that changed)
+    se = 1.2533 * max(log_noise(tv), log_noise(tv[sel])) * float(np.sqrt(2.0 / m))
     return 1.5 * change if abs(change) > 4 * se else None
 
 
@@ -86,7 +90,7 @@ def judge_validation(run: RunHistory) -> list[Finding]:
         return []
     _, steps, vals = finite_points(v)
     out: list[Finding] = []
-    trains = _train_at(run, steps)
+    trains, counts = _train_at(run, steps)
     # constant evaluations: identical to the last digit while the model evidently changed. A log that
     # rounds (2 decimals in a CSV) repeats values at a plateau, so the training loss must have moved by
     # more than its own noise and by several rounding steps of the validation values.
@@ -151,7 +155,10 @@ def judge_validation(run: RunHistory) -> list[Finding]:
                 )
             )
         if trains is not None:
-            below = vals < 0.85 * trains
+            # beyond 15 %, and beyond 2 standard errors of the training level the evaluation is set against
+            tnoise = log_noise(finite_points(run.first("train_loss"))[2])
+            margin = np.log(1 / 0.85) + 2 * 1.2533 * tnoise / np.sqrt(np.maximum(counts, 1))
+            below = np.log(trains / vals) > margin
             if below.mean() >= 0.8 and below[-1]:
                 first = int(steps[int(np.argmax(below))])
                 out.append(
