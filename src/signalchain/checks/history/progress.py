@@ -2,9 +2,9 @@
 
 - `plateau` / `from_start` (warning): over a run of at least 20 points, no quarter of what follows its
   first 3 points, its first 5 % or its first quarter has a median below theirs by more than 2
-  standard errors of the difference (from the curve's own point noise) and 0.2 %; and the fall from
-  the first quarter to the median of all the rest, plus 2 standard errors, stays under 3 % of the
-  level (a noisy curve of few points is too uncertain to call flat): the loss never fell, anywhere.
+  standard errors of the difference (from the curve's own point noise) and 0.2 %; and the change from
+  the first quarter to the median of all the rest, either way, plus 2 standard errors, stays under
+  3 % of the level (a noisy curve of few points is too uncertain to call flat): the loss never fell, anywhere.
   `uniform`: the last quarter's median is within 2 % of ln(V)
   for a vocabulary size the run's configuration states (`vocab_size`, `card`, `cardinality`): the
   model predicts a uniform distribution. `unigram`: the same at the targets' unigram entropy when the
@@ -133,8 +133,8 @@ def judge_plateau(run: RunHistory) -> list[Finding]:
     rest = vals[k:]
     fall = a - float(np.median(rest))
     bound = 1.2533 * sigma0 * a * math.sqrt(1.0 / k + 1.0 / len(rest))
-    if fall + 2.0 * bound > FLAT_BOUND * abs(a):
-        return []  # too noisy to say: the loss may have fallen by more than 3 %
+    if abs(fall) + 2.0 * bound > FLAT_BOUND * abs(a):
+        return []  # too noisy to say (or rising: not a plateau): the level may have moved by more than 3 %
     k = len(vals) // 4
     if a - b <= max(2.0 * se, 0.002 * abs(a)):
         return [

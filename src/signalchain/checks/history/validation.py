@@ -7,13 +7,15 @@
   the model memorises. The step is the minimum's (the checkpoint to keep).
 - `valid_below_train` (warning): on at least 80 % of at least 4 evaluations, and on the last one, the
   validation loss is more than 15 % below the training loss at the same step, and more than 2
-  standard errors of that training level (the median of the points before the evaluation). Dropout or augmentation
-  that run only in training put validation a little below training by design (DESIGN §4), hence the
-  margin and the warning: the message gives both readings.
+  standard errors of that training level (the median of the points before the evaluation). Dropout
+  or augmentation that run only in training put validation a little below training by design
+  (DESIGN §4), hence the margin and the warning: the message gives both readings.
 - `valid_constant` (warning): 3 or more evaluations in a row give exactly the same validation loss
   while the training loss's level moves over them (medians of the first and last thirds of its
-  points between, beyond 4 standard errors) by more than 3 rounding steps of the validation values, plus 3x their own noise when rounded (a
-  log that rounds repeats values at a plateau; a model that no longer changes repeats them): the
+  points between, beyond 4 standard errors) by more than 3 rounding steps of the validation values;
+  a log that rounds also repeats values by chance, so there the run of repeats must have a chance
+  under 1 in 1000 over the series (one rounding step against the evaluations' own noise). A model
+  that no longer changes repeats them too: that is why the training level must move. Then the
   evaluation does not measure the model (a cached result, a constant batch, the model evaluated
   before loading its weights).
 """
@@ -102,9 +104,13 @@ def judge_validation(run: RunHistory) -> list[Finding]:
             continue
         lo = i - same + 1
         moved = _train_trend(run, int(steps[lo]), int(steps[i]))
-        # rounded values also repeat by chance when the evaluation's own noise spans a rounding step
-        vnoise = log_noise(vals) * abs(float(vals[i])) if quantum > 0 else 0.0
-        if moved is not None and abs(moved) * abs(float(vals[i])) > 3 * quantum + 3 * vnoise:
+        # rounded values also repeat by chance: two in a row with probability about one rounding step
+        # over the spread of a difference of two evaluations; the run of repeats must be unlikely by
+        # chance anywhere in the series (1 in 1000)
+        vnoise = log_noise(vals) * abs(float(vals[i]))
+        p = 0.0 if quantum == 0 else 1.0 if vnoise == 0 else min(1.0, quantum / (np.sqrt(2.0) * vnoise))
+        chance = p ** (same - 1) * len(vals)
+        if moved is not None and abs(moved) * abs(float(vals[i])) > 3 * quantum and chance < 1e-3:
             first = int(steps[lo])
             out.append(
                 make(
