@@ -58,7 +58,7 @@ def _resolution(vals: np.ndarray) -> float:
     """The decimal step the log rounded its values to (0.01 for "3.41"), 0 when kept at full precision."""
     for k in range(0, 9):
         scaled = vals * 10.0**k
-        if np.all(np.abs(scaled - np.round(scaled)) < 1e-6 * np.maximum(1.0, np.abs(scaled))):
+        if np.all(np.abs(scaled - np.round(scaled)) < 1e-3):  # whole numbers of that step, to float error
             return 10.0**-k
     return 0.0
 
