@@ -69,7 +69,10 @@ def _flat_at(run: RunHistory, s, steps: np.ndarray, vals: np.ndarray, target: fl
     tail, _ = _robust_mean_se(vals[-k:])
     if abs(tail - target) > 0.02 * target:
         return None
-    near = np.abs(vals - target) <= 0.02 * target
+    # from where its running median (over 5 % of the run) stays there: single noisy points do not date it
+    w = max(3, len(vals) // 20)
+    smooth = np.array([np.median(vals[max(0, i - w // 2) : i + w // 2 + 1]) for i in range(len(vals))])
+    near = np.abs(smooth - target) <= 0.02 * target
     far = np.nonzero(~near)[0]
     first = int(far[-1]) + 1 if len(far) else 0  # from where it stays there
     first = min(first, len(vals) - k)

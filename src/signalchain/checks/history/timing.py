@@ -8,8 +8,9 @@
 - `resume_jump` (warning): at a resume point (steps going back, or a stopped clock far beyond the
   logging interval) a line through the m points after it (m = 3..10) and one through the m before it,
   both read at the resume step, differ by more than 10 % and by 4 standard errors (from the curve's
-  own point noise), and by twice what either line moves across its own points (where the curve bends
-  that much, a line cannot tell a jump from the bend): a steep fall or sparse logging is not a jump. Where the steps went back, "before" is the level the run had at those same steps the
+  own point noise and each line's reading error), and by twice what either line moves across its own points (where the curve bends
+  that much, a line cannot tell a jump from the bend): a steep fall or sparse logging is not a jump.
+  With fewer than 5 points on a side it is `info`. Where the steps went back, "before" is the level the run had at those same steps the
   first time (a correct resume replays it), not its level when it stopped: the resumed run did not continue the one that stopped (optimizer moments, the scheduler or
   the data position were not restored, or another checkpoint was loaded).
 """
@@ -90,13 +91,16 @@ def judge_throughput(run: RunHistory) -> list[Finding]:
     return []
 
 
-def _level_at(x: np.ndarray, y: np.ndarray, at: float) -> tuple[float, float]:
-    """A least-squares line through (x, y), read at `at`, and how much it moves across its own points
-    (the median and 0 when x does not vary)."""
-    if len(x) < 2 or np.ptp(x) == 0:
-        return float(np.median(y)), 0.0
-    slope, icept = np.polyfit(x.astype(float), y, 1)
-    return float(slope * at + icept), float(abs(slope) * np.ptp(x))
+def _level_at(x: np.ndarray, y: np.ndarray, at: float) -> tuple[float, float, float]:
+    """A least-squares line through (x, y), read at `at`: (level, how much the line moves across its own
+    points, the variance factor of that reading: 1/n + (at - mean x)^2 / sum (x - mean x)^2)."""
+    n = len(x)
+    if n < 2 or np.ptp(x) == 0:
+        return float(np.median(y)), 0.0, 1.0 / max(n, 1)
+    xf = x.astype(float)
+    slope, icept = np.polyfit(xf, y, 1)
+    var = 1.0 / n + (at - xf.mean()) ** 2 / float(np.sum((xf - xf.mean()) ** 2))
+    return float(slope * at + icept), float(abs(slope) * np.ptp(xf)), float(var)
 
 
 def judge_resume(run: RunHistory) -> list[Finding]:
@@ -126,19 +130,19 @@ def judge_resume(run: RunHistory) -> list[Finding]:
             left = slice(max(0, pos - m), pos)
             lx, ly = steps[left], logs[left]
         # each side's own line, read at the resume step: a steep fall or sparse logging is no jump
-        (b, moves_l), (a_, moves_r) = _level_at(lx, ly, at), _level_at(steps[right], logs[right], at)
+        (b, moves_l, var_l), (a_, moves_r, var_r) = _level_at(lx, ly, at), _level_at(steps[right], logs[right], at)
         change = a_ - b
-        n_l, n_r = len(lx), len(logs[right])
-        se = 2.0 * sigma * np.sqrt(1.0 / n_l + 1.0 / n_r)  # a line's end is about twice as noisy as a mean
+        se = sigma * np.sqrt(var_l + var_r)  # each line read at (or beyond) its end
         # where the curve itself moves that much within a side (its first steep fall), a line cannot
         # tell a jump from a bend: ambiguous, silent
         if abs(change) > max(np.log(1.1), 4.0 * se, 2.0 * moves_l, 2.0 * moves_r):
             before, after = float(np.exp(b)), float(np.exp(a_))
             step = int(steps[pos])
+            few = min(len(lx), len(logs[right])) < 5  # lines through a handful of points: context only
             return [
                 make(
                     "history.resume_jump",
-                    "warning",
+                    "info" if few else "warning",
                     s.name,
                     f"at the resume at {fmt_step(run, step)} the training loss goes from {before:.4g} to {after:.4g} "
                     f"({after / before:.3g}x"

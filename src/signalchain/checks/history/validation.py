@@ -2,8 +2,9 @@
 
 - `overfit_gap` (warning): with at least 4 evaluations, at least 3 after the validation minimum, the
   mean of the last 3 evaluations stands above the mean of the 3 around the minimum by more than 4x
-  the evaluations' own noise, 3 % and 3 rounding steps of the log, while the training loss falls
-  over the same steps (medians of thirds of its points, beyond 4 standard errors of its noise):
+  the evaluations' own noise, 3 % and 3 rounding steps of the log, while the training loss does not
+  rise over the same steps (medians of the first and last thirds of its points; both rising is a
+  schedule's end or a divergence, not memorising):
   the model memorises. The step is the minimum's (the checkpoint to keep).
 - `valid_below_train` (warning): on at least 80 % of at least 4 evaluations, and on the last one, the
   validation loss is more than 15 % below the training loss at the same step, and more than 2
@@ -63,11 +64,10 @@ def _resolution(vals: np.ndarray) -> float:
     return 0.0
 
 
-def _train_trend(run: RunHistory, lo: int, hi: int) -> float | None:
-    """The relative change of the training loss's level from step `lo` to `hi` (medians of the first and
-    last thirds of its log over the points between, at least 6), or None when that change is within 4
-    standard errors of its noise (the point noise of the whole curve): the model did not evidently
-    change."""
+def _train_change(run: RunHistory, lo: int, hi: int) -> tuple[float, float] | None:
+    """The relative change of the training loss's level from step `lo` to `hi` and its standard error:
+    medians of the first and last thirds of its log over the points between (at least 6; one outlier
+    moves neither), their centres 2/3 of the span apart. None when there are too few points."""
     s = run.first("train_loss")
     if s is None:
         return None
@@ -77,13 +77,18 @@ def _train_trend(run: RunHistory, lo: int, hi: int) -> float | None:
         return None
     y = np.log(tv[sel])
     m = len(y) // 3
-    # medians of the first and last thirds (one outlier moves neither), their centres 2/3 of the span
-    # apart
     change = float(np.median(y[-m:]) - np.median(y[:m]))
     # the noise of a point: the whole curve's, or these points' own when larger (noise that changes
     # over a run, a batch size that changed)
     se = 1.2533 * max(log_noise(tv), log_noise(tv[sel])) * float(np.sqrt(2.0 / m))
-    return 1.5 * change if abs(change) > 4 * se else None
+    return 1.5 * change, 1.5 * se
+
+
+def _train_trend(run: RunHistory, lo: int, hi: int) -> float | None:
+    """The training level's change from `lo` to `hi` when it is beyond 4 standard errors (the model
+    evidently changed), else None."""
+    got = _train_change(run, lo, hi)
+    return got[0] if got is not None and abs(got[0]) > 4 * got[1] else None
 
 
 def judge_validation(run: RunHistory) -> list[Finding]:
@@ -134,7 +139,8 @@ def judge_validation(run: RunHistory) -> list[Finding]:
         # the minimum of noisy evaluations is biased low: compare the means of 3 around it and the last 3
         low = float(np.mean(vals[max(0, m - 1) : m + 2]))
         last = float(np.mean(vals[-3:]))
-        fell = _train_trend(run, int(steps[m]), int(steps[-1]))
+        train = _train_change(run, int(steps[m]), int(steps[-1]))
+        fell = None if train is None else train[0]  # falling or flat: a training loss rising too is no gap
         if (
             len(vals) - m >= 4
             and last - low > max(4 * noise, 0.03 * low, 3 * _resolution(vals))
