@@ -226,7 +226,11 @@ def recipe_run(r: Recipe, seed: int = 0) -> RunHistory:
         a, b = int(n * 0.45), int(n * 0.6)
         idx = np.concatenate([np.arange(b), np.arange(a, n)])
         # the replayed steps: same model, new batches, the same noise
-        redo = rng.standard_t(10, n - a) * min(r.noise, 0.1) / np.sqrt(1.25) if r.heavy_tails else rng.normal(0, r.noise, n - a)
+        redo = (
+            rng.standard_t(10, n - a) * min(r.noise, 0.1) / np.sqrt(1.25)
+            if r.heavy_tails
+            else rng.normal(0, r.noise, n - a)
+        )
         again = level[a:] * np.exp(redo)
         loss = np.concatenate([loss[:b], again])
         wall = np.concatenate([wall[:b], wall[b - 1] + 600 + (wall[a:] - wall[a])])

@@ -16,9 +16,7 @@ def _spikes(run):
 
 def test_a_spike_on_a_heavy_tailed_curve_is_found_at_its_step() -> None:
     run, a = clean_base()
-    a["loss"] = (3.0 + 3.0 * np.exp(-np.arange(400) / 100)) * np.exp(
-        0.05 * np.random.default_rng(8).standard_t(5, 400)
-    )
+    a["loss"] = (3.0 + 3.0 * np.exp(-np.arange(400) / 100)) * np.exp(0.05 * np.random.default_rng(8).standard_t(5, 400))
     assert _spikes(build(run, a)) == []  # its own excursions are no spike
     a["loss"][260] *= 5
     (f,) = _spikes(build(run, a))

@@ -153,8 +153,9 @@ def judge_nonfinite(run: RunHistory) -> list[Finding]:
             name,
             f"the run goes non-finite: {where}; before it: {before}"
             + (
-                f". The loss is finite again on the {len(tail)} points after {fmt_step(run, int(lseries.steps[last_bad]))} "
-                f"({len(bad)} non-finite point(s)): those steps were skipped"
+                f". The loss is finite again on the {len(tail)} points after "
+                f"{fmt_step(run, int(lseries.steps[last_bad]))} ({len(bad)} non-finite point(s)): those steps "
+                "were skipped"
                 if recovered
                 else ""
             ),

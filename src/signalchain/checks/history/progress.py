@@ -99,7 +99,13 @@ def judge_plateau(run: RunHistory) -> list[Finding]:
     vocab = _config_number(run, _VOCAB)
     if vocab is not None and vocab > 1:
         f = _flat_at(
-            run, s, steps, vals, math.log(vocab), "uniform", f"ln({int(vocab)})",
+            run,
+            s,
+            steps,
+            vals,
+            math.log(vocab),
+            "uniform",
+            f"ln({int(vocab)})",
             "the model predicts every token as equally likely: the targets carry nothing it can use (targets "
             "not aligned with the inputs, labels shuffled against their inputs, a loss on padding only) or "
             "nothing is updated; `signalchain doctor --symptom flat-loss` on the pipeline names which",
@@ -109,7 +115,13 @@ def judge_plateau(run: RunHistory) -> list[Finding]:
     unigram = _config_number(run, _UNIGRAM)
     if unigram is not None:
         f = _flat_at(
-            run, s, steps, vals, unigram, "unigram", "the entropy of the targets' token frequencies",
+            run,
+            s,
+            steps,
+            vals,
+            unigram,
+            "unigram",
+            "the entropy of the targets' token frequencies",
             "the model learned how often each token occurs and nothing of its context: the inputs do not "
             "reach the prediction (a causal mask that hides everything, inputs and targets misaligned by "
             "more than one step, a condition or prefix dropped); overfit one batch to confirm",

@@ -87,7 +87,8 @@ def _stuck_zero(run: RunHistory, name: str, steps: np.ndarray, lr: np.ndarray) -
                     "error" if heavy else "warning",
                     name,
                     f"the learning rate is exactly 0 on {length} logged points from {fmt_step(run, int(steps[start]))} "
-                    f"({length / n:.0%} of the run" + (f", {share:.0%} of it after the first 10 %" if heavy else "")
+                    f"({length / n:.0%} of the run"
+                    + (f", {share:.0%} of it after the first 10 %" if heavy else "")
                     + "): the optimizer changes nothing there",
                     "check the scheduler: a warm-up longer than the run or starting at a multiplier of 0 for "
                     "many steps, a decay whose total steps is 0, or a rate multiplied by a factor that is 0",
@@ -167,7 +168,9 @@ def _replays(steps: np.ndarray, lr: np.ndarray, r: int) -> bool:
     return bool(np.all(want > 0) and np.all(got > 0) and np.all(np.abs(np.log(got / want)) < np.log(1.1)))
 
 
-def _restarted(run: RunHistory, name, s_steps: np.ndarray, steps: np.ndarray, lr: np.ndarray) -> tuple[list[Finding], list[int]]:
+def _restarted(
+    run: RunHistory, name, s_steps: np.ndarray, steps: np.ndarray, lr: np.ndarray
+) -> tuple[list[Finding], list[int]]:
     resumes = set(resume_points(run, run.series[name])) if len(s_steps) == len(lr) else set()
     # the rate's own series rarely has a clock: the restarts are read off the loss's
     resumes |= {_position(steps, st) for st in resume_steps(run)}

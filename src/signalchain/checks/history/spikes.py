@@ -1,14 +1,15 @@
 """`history.loss_spike` and `history.grad_explosion`: sudden departures from a curve's own recent level.
 
 A loss spike is a point whose log-loss stands above the median of the points before it by more than
-`SPIKE_SIGMAS` times the curve's own point-to-point noise (1.4826 x MAD of its log differences), by more
-than `SPIKE_TAIL` times the 90th percentile of its own residuals (heavy-tailed noise has large ordinary
-excursions), by more than 3x its 5th (or 2 %-th) largest residual, and by at least `SPIKE_RATIO` (a 1.5x jump: noise alone on a long, smooth curve can be many
-sigmas of a tiny noise). It *recovered* when the loss later comes back to within `SPIKE_RATIO` of its
-level before; a spike that never comes back is an `error` (the run lost what it had learned), one that
-recovers a `warning`, one the log ends on a `warning` (unknown). On a curve of fewer than `FEW_POINTS`
-points its noise is a guess: a recovered spike is `info`, an unrecovered one a `warning`.
-Only the first spike is reported, with the count of the others.
+`SPIKE_SIGMAS` times the curve's own point-to-point noise (1.4826 x MAD of its log differences), by
+more than `SPIKE_TAIL` times the 90th percentile of its own residuals (heavy-tailed noise has large
+ordinary excursions), by more than 3x its 5th (or 2 %-th) largest excursion, and by at least
+`SPIKE_RATIO` (a 1.5x jump: noise alone on a long, smooth curve can be many sigmas of a tiny noise).
+It *recovered* when the loss later comes back to within `SPIKE_RATIO` of its level before; a spike
+that never comes back is an `error` (the run lost what it had learned), one that recovers a
+`warning`, one the log ends on a `warning` (unknown). On a curve of fewer than `FEW_POINTS` points its
+noise is a guess: a recovered spike is `info`, an unrecovered one a `warning`. Only the first spike is
+reported, with the count of the others.
 
 A gradient explosion is sustained: at least `EXPLODE_POINTS` consecutive finite gradient norms above
 `EXPLODE_RATIO` (100x) times the median of the norms before them. One large norm is what clipping is
@@ -24,7 +25,16 @@ from ...records.history import RunHistory
 from ..base import make
 from ._curve import finite_points, fmt_step, log_noise, window
 
-__all__ = ["judge_spikes", "judge_grad_explosion", "spike_threshold", "SPIKE_SIGMAS", "SPIKE_TAIL", "SPIKE_RATIO", "EXPLODE_RATIO", "EXPLODE_POINTS"]
+__all__ = [
+    "judge_spikes",
+    "judge_grad_explosion",
+    "spike_threshold",
+    "SPIKE_SIGMAS",
+    "SPIKE_TAIL",
+    "SPIKE_RATIO",
+    "EXPLODE_RATIO",
+    "EXPLODE_POINTS",
+]
 
 CHECK = "checks.history.spikes"
 SPIKE_SIGMAS = 10.0
@@ -67,9 +77,7 @@ def spike_threshold(values: np.ndarray, w: int) -> float:
     peaks = _excursion_peaks(r)
     k = max(5, len(r) // 50)
     kth = float(np.sort(peaks)[-k]) if len(peaks) >= k else 0.0
-    return max(
-        SPIKE_SIGMAS * log_noise(values), SPIKE_TAIL * max(tail, 0.0), 3.0 * max(kth, 0.0), np.log(SPIKE_RATIO)
-    )
+    return max(SPIKE_SIGMAS * log_noise(values), SPIKE_TAIL * max(tail, 0.0), 3.0 * max(kth, 0.0), np.log(SPIKE_RATIO))
 
 
 def _spikes(values: np.ndarray, w: int) -> list[tuple[int, float, float]]:

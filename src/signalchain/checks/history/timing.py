@@ -6,13 +6,15 @@
   median of the next 5 % and the median of everything after are above 1.8x it, and 80 % of the
   intervals after are above 1.5x it. Slow intervals (an evaluation, a checkpoint) move none of these.
 - `resume_jump` (warning): at a resume point (steps going back, or a stopped clock far beyond the
-  logging interval) a line through the m points after it (m = 3..10) and one through the m before it,
-  both read at the resume step, differ by more than 10 % and by 4 standard errors (from the curve's
-  own point noise and each line's reading error), and by twice what either line moves across its own points (where the curve bends
-  that much, a line cannot tell a jump from the bend): a steep fall or sparse logging is not a jump.
-  With fewer than 5 points on a side it is `info`. Where the steps went back, "before" is the level the run had at those same steps the
-  first time (a correct resume replays it), not its level when it stopped: the resumed run did not continue the one that stopped (optimizer moments, the scheduler or
-  the data position were not restored, or another checkpoint was loaded).
+  logging interval) a line through the m points after it (m = 3..10) and one through the m before
+  it, both read at the resume step, differ by more than 10 %, by 4 standard errors (from the curve's
+  own point noise and each line's reading error), and by twice what either line moves across its
+  own points (where the curve bends that much, a line cannot tell a jump from the bend): a steep
+  fall or sparse logging is not a jump. Where the steps went back, "before" is the level the run had
+  at those same steps the first time (a correct resume replays it), not its level when it stopped.
+  The resumed run did not continue the one that stopped (optimizer moments, the scheduler or the data
+  position were not restored, or another checkpoint was loaded). With fewer than 5 points on a side
+  it is `info`.
 """
 
 from __future__ import annotations
