@@ -134,8 +134,8 @@ def bisect_line(run: RunHistory, pair: CheckpointPair | None, golden: str | None
              "--steps", f"{first}:{pair.bad.step}"]
     if pipeline:
         parts += ["--pipeline", pipeline]
-    note = "" if golden else ("GOLDEN: a golden batch of this pipeline (`signalchain capture --out GOLDEN`, with "
-                              "--pipeline or --hf-musicgen as for any command)")
+    note = "" if golden else ("GOLDEN: a golden batch of the run's pipeline (`signalchain capture PIPELINE --out "
+                              "GOLDEN`, or `--hf-musicgen DIR --data DATA` for an HF MusicGen run)")
     if pair.good is None:
         before = f"no checkpoint was saved before step {pair.bad_step}: the first one is probed as the good end"
         note = f"{note}; {before}" if note else before

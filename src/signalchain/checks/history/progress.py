@@ -1,17 +1,18 @@
 """Whether the loss learnt: `history.plateau`, `history.codebook_stalled`, `history.epoch_boundary`.
 
-- `plateau` / `from_start` (warning): over a run of at least 20 points, the mean training loss of the
-  last quarter is within its own noise (2 standard errors of the two means, and at least 1 %) of the
+- `plateau` / `from_start` (warning): over a run of at least 20 points, the lowest mean training loss
+  of any later quarter of the run is within its own noise (2 standard errors of the two means, and at least 1 %) of the
   mean of the first quarter. `uniform` (warning): the level at the end is within 2 % of
   ln(V) for a vocabulary size the run's configuration states (`vocab_size`, `card`, `cardinality`):
   the model predicts a uniform distribution. Without V, silent.
 - `codebook_stalled` (warning): with per-codebook losses of at least 2 codebooks, one codebook's
   relative drop (first 10 % to last 10 %) is below a quarter of the median drop of the others, while
   those dropped by at least 5 %.
-- `epoch_boundary` (warning): with an epoch counter logged, the loss jumps up across at least 3 epoch
-  boundaries, each jump above 3x the curve's noise, and the median jump at boundaries above 5x the
-  median jump between the same number of points elsewhere: a sawtooth that restarts each epoch (data
-  in the same order every epoch, a loader whose order restarts, a state reset per epoch).
+- `epoch_boundary` (warning): with an epoch counter logged, the loss jumps the same way (up, or down)
+  across at least 3 epoch boundaries, each jump above 3x the curve's noise, and the median jump at
+  boundaries above 5x the median jump between the same number of points elsewhere: a sawtooth that
+  restarts each epoch (data in the same order every epoch, a loader whose order restarts, a state
+  reset per epoch).
 """
 
 from __future__ import annotations
@@ -44,7 +45,11 @@ def judge_plateau(run: RunHistory) -> list[Finding]:
     if len(vals) < 20:
         return []
     q = len(vals) // 4  # quarters: enough points that noise per step does not decide
-    head, tail = vals[:q], vals[-q:]
+    # the lowest quarter anywhere after the first: a loss that fell and later rose (a corrupted shard, a
+    # divergence) did learn; what happened later is another judge's
+    means = np.convolve(vals, np.ones(q) / q, mode="valid")
+    j = q + int(np.argmin(means[q:])) if len(means) > q else len(vals) - q
+    head, tail = vals[:q], vals[j : j + q]
     a, b = float(np.mean(head)), float(np.mean(tail))
     se = math.sqrt(float(np.var(head)) / len(head) + float(np.var(tail)) / len(tail))
     out = []
@@ -159,14 +164,16 @@ def judge_epoch_boundary(run: RunHistory) -> list[Finding]:
     noise = log_noise(vals)
     if not len(others):
         return []
-    if (at > 3 * noise).all() and np.median(at) > 5 * max(np.median(np.abs(others)), 1e-12):
+    same_way = (at > 3 * noise).all() or (at < -3 * noise).all()  # up at every boundary, or down at every one
+    if same_way and np.median(np.abs(at)) > 5 * max(np.median(np.abs(others)), 1e-12):
         first = int(steps[bounds[0]])
         return [
             make(
                 "history.epoch_boundary",
                 "warning",
                 s.name,
-                f"the loss jumps up at each of {len(bounds)} epoch boundaries (median x{math.exp(np.median(at)):.3g}, "
+                f"the loss jumps {'up' if at[0] > 0 else 'down'} at each of {len(bounds)} epoch boundaries (median "
+                     f"x{math.exp(np.median(at)):.3g}, "
                 f"against x{math.exp(np.median(np.abs(others))):.3g} between other points), first at "
                 f"{fmt_step(run, first)}",
                 CHECK,

@@ -6,7 +6,7 @@
   longer than the run's logging interval) the rate jumps to more than 2x or less than 0.5x its last
   value before, when the schedule had been moving by less than that between points: a scheduler
   built afresh instead of restored from the checkpoint.
-- `warmup_restarted` (warning): mid-run, the rate falls to at most 10 % of its peak so far and then
+- `warmup_restarted` (warning): mid-run, the rate falls to at most 30 % of its peak so far and then
   climbs for at least 3 points back above half of that peak, without a resume point: a warm-up run
   again (a scheduler stepped per epoch and per step, or rebuilt in the loop). A cyclic schedule jumps
   back up instead of climbing, and one whose configuration names restarts or cycles is left alone.
@@ -107,7 +107,7 @@ def judge_lr_schedule(run: RunHistory) -> list[Finding]:
         peak = lr[0]
         low_at = None
         for i in range(1, n):
-            if low_at is None and i > n // 20 and peak > 0 and lr[i] <= 0.1 * peak and lr[i] < lr[i - 1]:
+            if low_at is None and i > n // 20 and peak > 0 and lr[i] <= 0.3 * peak and lr[i] < lr[i - 1]:
                 low_at = i
             elif low_at is not None:
                 climb = lr[low_at : i + 1]
@@ -118,7 +118,7 @@ def judge_lr_schedule(run: RunHistory) -> list[Finding]:
                             "warning",
                             s.name,
                             f"the learning rate falls to {lr[low_at]:.3g} at {fmt_step(run, int(steps[low_at]))} "
-                            f"(≤ 10 % of its peak {peak:.3g}) and ramps up again to {lr[i]:.3g} by "
+                            f"(≤ 30 % of its peak {peak:.3g}) and ramps up again to {lr[i]:.3g} by "
                             f"{fmt_step(run, int(steps[i]))}: a warm-up run again mid-training",
                             CHECK,
                             "a scheduler stepped twice (per batch and per epoch), built inside the epoch loop, "
@@ -129,7 +129,7 @@ def judge_lr_schedule(run: RunHistory) -> list[Finding]:
                     )
                     break
                 if len(climb) >= 2 and climb[-1] <= climb[-2]:
-                    low_at = i if lr[i] <= 0.1 * peak else None
+                    low_at = i if lr[i] <= 0.3 * peak else None
             peak = max(peak, lr[i])
     want = configured_lr(run)
     top = float(np.max(lr)) if n else 0.0

@@ -10,7 +10,9 @@
   margin and the warning: the message gives both readings.
 - `valid_constant` (warning): 3 or more evaluations in a row give exactly the same validation loss
   while the training loss moves: the evaluation does not measure the model (a cached result, a
-  constant batch, the model evaluated before loading its weights).
+  constant batch, the model evaluated before loading its weights); the training loss's level must
+  have moved meanwhile by more than 2 % and 3x its noise, so a model that does not change is left
+  to the plateau and schedule judges.
 """
 
 from __future__ import annotations
@@ -53,11 +55,14 @@ def judge_validation(run: RunHistory) -> list[Finding]:
     _, steps, vals = finite_points(v)
     out: list[Finding] = []
     trains = _train_at(run, steps)
+    train_noise = log_noise(trains) if trains is not None else 0.0
     # constant evaluations
     same = 1
     for i in range(1, len(vals)):
         same = same + 1 if vals[i] == vals[i - 1] else 1
-        moved = trains is not None and abs(trains[i] - trains[i - same + 1]) > 0
+        # the model changed meanwhile: the training loss's level moved beyond its own noise (a frozen
+        # model gives a constant evaluation rightly: that is the plateau's and the schedule's finding)
+        moved = trains is not None and abs(np.log(trains[i] / trains[i - same + 1])) > max(0.02, 3 * train_noise)
         if same >= 3 and moved:
             first = int(steps[i - same + 1])
             out.append(
