@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 from click.testing import CliRunner
 
+from _history_logs import hf_run, hf_state, write_state
 from signalchain.cli import cli
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "history"))
-from _logs import hf_run, hf_state, write_state  # noqa: E402
 
 
 def _run(*args: str):

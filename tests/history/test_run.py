@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from _logs import hf_state, write_state
 
+from _history_logs import hf_state, write_state
 from signalchain.findings import Finding
 from signalchain.history.run import bisect_line, checkpoint_pair, diagnose, step_of
 from signalchain.records.history import Checkpoint, RunHistory

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from _curves import CONVENTIONS, make_run
 
+from _history_curves import CONVENTIONS, make_run
 from signalchain.checks.history import judge
 
 
