@@ -67,6 +67,8 @@ def _read_file(path: str, points: Points, notes: list[ReadNote], tag_prefix: str
         notes.append(ReadNote(path, f"cannot be read: {exc.strerror or exc}"))
         return 0
     pos, n, records = 0, len(data), 0
+    if n == 0:
+        notes.append(ReadNote(path, "is empty (0 bytes): the writer opened it and wrote nothing"))
     parse = event_pb2.Event.FromString
     while pos < n:
         if pos + _HEADER.size > n:
