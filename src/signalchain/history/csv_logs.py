@@ -52,7 +52,8 @@ def is_lightning_csv(path: str) -> bool:
         return False
     header = _header(f)
     # Lightning's file name is enough: an empty or cut `metrics.csv` is still the run's log, read with a note
-    return "_step" not in header and (os.path.basename(f) == "metrics.csv" or any(h in ("step", "epoch") for h in header))
+    named = os.path.basename(f) == "metrics.csv"
+    return "_step" not in header and (named or any(h in ("step", "epoch") for h in header))
 
 
 def is_wandb_csv(path: str) -> bool:
