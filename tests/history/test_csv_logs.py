@@ -71,3 +71,11 @@ def test_any_truncation_of_a_csvlogger_file_reads_a_prefix_of_the_points(tmp_pat
     if loss is not None:
         n = len(loss)
         assert list(loss.steps) == list(range(n)) and np.array_equal(loss.values, full[:n])
+
+
+def test_a_broken_hparams_yaml_is_a_source_and_a_note(tmp_path) -> None:
+    folder = lightning_run(tmp_path / "lt")
+    (folder / "hparams.yaml").write_text("lr: [unclosed\n")
+    run = read(folder)
+    assert str(folder / "hparams.yaml") in run.sources and "learning_rate" not in run.config
+    assert any(n.path == str(folder / "hparams.yaml") and "is not YAML" in n.message for n in run.notes)

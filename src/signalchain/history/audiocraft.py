@@ -84,13 +84,16 @@ def _config(path: str, run: RunHistory) -> None:
         return
     try:
         import yaml
-
+    except ImportError:
+        run.notes.append(ReadNote(path, "not read: PyYAML is not installed"))
+        return
+    run.sources.append(path)  # read even when it does not parse: the note names it
+    try:
         with open(path, encoding="utf-8") as fh:
-            cfg = yaml.safe_load(fh)
+            cfg = yaml.safe_load(fh)  # safe_load: plain data only, never Python objects
     except Exception as exc:
         run.notes.append(ReadNote(path, f"not read: {exc}"))
         return
-    run.sources.append(path)
     optim = cfg.get("optim") if isinstance(cfg, dict) else None
     if isinstance(optim, dict) and number(optim.get("lr")) is not None:
         run.config["learning_rate"] = float(optim["lr"])

@@ -247,13 +247,13 @@ def _hparams(path: str, run: RunHistory) -> None:
     except ImportError:
         run.notes.append(ReadNote(path, "not read: PyYAML is not installed"))
         return
+    run.sources.append(path)  # read even when it does not parse: the note names it
     try:
         with open(path, encoding="utf-8") as fh:
             data = yaml.safe_load(fh)  # safe_load: plain data only, never Python objects
     except Exception as exc:
         run.notes.append(ReadNote(path, f"is not YAML: {exc}"))
         return
-    run.sources.append(path)
     if isinstance(data, dict):
         for k, v in data.items():
             if isinstance(v, (int, float, str, bool)) or v is None:
