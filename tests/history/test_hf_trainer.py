@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from _logs import hf_run, hf_state, write_state
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -77,3 +78,30 @@ def test_any_cut_of_trainer_state_says_so_in_a_note_naming_the_file(cut: int, tm
     (root / "trainer_state.json").write_text(_STATE[:cut])
     run = read(root)
     assert run.notes and all(n.path == str(root / "trainer_state.json") for n in run.notes)
+
+
+def test_a_state_written_by_transformers_own_trainer_state(tmp_path) -> None:
+    ts = pytest.importorskip("transformers.trainer_callback")
+    doc = hf_state(12, eval_every=4)
+    state = ts.TrainerState(
+        epoch=doc["epoch"],
+        global_step=12,
+        max_steps=12,
+        logging_steps=1,
+        eval_steps=4,
+        save_steps=10,
+        train_batch_size=4,
+        num_train_epochs=2,
+        log_history=doc["log_history"],
+    )
+    state.save_to_json(str(tmp_path / "trainer_state.json"))
+    run = read(tmp_path)
+    assert list(run.first("train_loss").steps) == list(range(1, 13))
+    assert list(run.first("valid_loss").steps) == [4, 8, 12]
+    assert {k: run.config[k] for k in ("max_steps", "logging_steps", "eval_steps", "train_batch_size")} == {
+        "max_steps": 12,
+        "logging_steps": 1,
+        "eval_steps": 4,
+        "train_batch_size": 4,
+    }
+    assert not run.notes
