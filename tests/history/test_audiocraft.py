@@ -6,10 +6,10 @@ import json
 import math
 
 import numpy as np
-from _logs import audiocraft_run, curve
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _history_logs import audiocraft_run, curve
 from signalchain.history import read
 
 

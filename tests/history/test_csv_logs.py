@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-from _logs import curve, lightning_run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _history_logs import curve, lightning_run
 from signalchain.history import read
 
 

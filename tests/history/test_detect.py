@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from _logs import audiocraft_run, hf_run, lightning_run, tb_run
 
+from _history_logs import audiocraft_run, hf_run, lightning_run, tb_run
 from signalchain.history import HistoryReadError, detect, read
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from _logs import hf_run, hf_state, write_state
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _history_logs import hf_run, hf_state, write_state
 from signalchain.history import read
 
 

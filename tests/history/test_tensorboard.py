@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-from _logs import curve, tb_run
 
+from _history_logs import curve, tb_run
 from signalchain.history import read
 
 
