@@ -114,6 +114,12 @@ TABLE: list[Cell | NotApplicable] = [
     *spec_cells("doctor", "pipeline", [], [], ["--family", "data"]),
     *spec_cells("faults", "pipeline", [], [], ["--list"]),
 
+    c("history", "run", f"{MISSING}: nowhere/", ["{d}/nowhere"], "{d}/nowhere", "no such file or folder"),
+    c("history", "run", f"{EMPTY}: empty/", ["{d}/empty"], "{d}/empty", "holds no run log signalchain reads"),
+    c("history", "run", f"{WRONG}: a.txt", ["{d}/a.txt"], "{d}/a.txt", "holds no run log signalchain reads"),
+    *(NotApplicable("history", p, case, "--golden and --pipeline are only written into the printed bisect line: "
+                                        "history reads neither")
+      for p in ("golden", "pipeline") for case in (MISSING, EMPTY, WRONG)),
     c("audit", "paths", f"{MISSING}: nowhere/", ["{d}/nowhere"], "{d}/nowhere", "no such file or folder"),
     c("audit", "paths", f"{EMPTY}: empty/", ["{d}/empty"], "{d}/empty", "nothing to audit in .*: no audio files"),
     c("audit", "paths", f"{WRONG}: a.txt", ["{d}/a.txt"], "{d}/a.txt", "not a manifest"),

@@ -16,8 +16,10 @@ from safetensors.torch import save_file
 from checkpoint_run import TwoGroupPipeline, train
 from signalchain.checks.checkpoints import bisect_findings, judge_change
 from signalchain.experiments.bisect._checkpoint_files import (
+    CheckpointFile,
     CheckpointLoadError,
     find_checkpoints,
+    in_step_range,
     load_checkpoint_file,
 )
 from signalchain.experiments.bisect._probe import load_into
@@ -290,3 +292,11 @@ def test_a_step_that_raises_at_a_checkpoint_makes_it_unhealthy_not_a_crash(tmp_p
     assert "FloatingPointError" in (res.pair.b.error or "")
     finding = next(f for f in bisect_findings(res) if f.id == "bisect.first_bad_checkpoint")
     assert finding.stage == "model" and "weight_finite" in finding.message  # the weights come before the loss
+
+
+def test_a_step_range_keeps_its_ends_and_drops_the_unnumbered(tmp_path):
+    files = [CheckpointFile(tmp_path / n, "torch", s) for n, s in (("a", 10), ("b", 20), ("c", 30), ("last", None))]
+    assert [f.step for f in in_step_range(files, 10, 20)] == [10, 20]
+    assert [f.step for f in in_step_range(files, None, 20)] == [10, 20]
+    assert [f.step for f in in_step_range(files, 20, None)] == [20, 30]
+    assert [f.step for f in in_step_range(files, None, None)] == [10, 20, 30]  # a step-less file is never in a range

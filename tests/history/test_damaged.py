@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from _logs import curve, hf_state, lightning_run, tb_run
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _history_logs import curve, hf_state, lightning_run, tb_run
 from signalchain.history import read
 
 

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 import pytest
-from _logs import audiocraft_run, curve, hf_run, lightning_run, tb_run
 
+from _history_logs import audiocraft_run, curve, hf_run, lightning_run, tb_run
 from signalchain.history import HistoryReadError, detect, read
 
 
@@ -81,7 +81,7 @@ def test_wandb_csv_export(tmp_path) -> None:
 
 
 def test_non_finite_values_are_kept_as_logged(tmp_path) -> None:
-    from _logs import hf_state, write_state
+    from _history_logs import hf_state, write_state
 
     write_state(tmp_path / "trainer_state.json", hf_state(10, nan_at=7))
     loss = read(tmp_path).first("train_loss")

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from ..checks.checkpoints import DEFAULT_FACTOR, bisect_findings, describe_reason, judge_change
 from ..errors import PipelineError, UsageError
-from ..experiments.bisect._checkpoint_files import SUFFIXES, find_checkpoints
+from ..experiments.bisect._checkpoint_files import SUFFIXES, find_checkpoints, in_step_range
 from ..experiments.bisect.checkpoints import bisect_checkpoints
 from ..golden import Golden, Tolerance, load_golden, load_manifest_pipeline, manifest_pipeline_spec
 from ..records.checkpoints import CheckpointBisect, CheckpointHealth
@@ -142,8 +142,7 @@ def run_checkpoints_mode(*, con: Console, golden: str, checkpoints: str, pipelin
     files = find_checkpoints(checkpoints)
     if step_range is not None:
         first, last = parse_step_range(step_range)
-        files = [f for f in files if f.step is not None and (first is None or f.step >= first)
-                 and (last is None or f.step <= last)]
+        files = in_step_range(files, first, last)
     if len(files) < 2:
         what = "no checkpoint" if not files else f"only {files[0].name}"
         within = f" with --steps {step_range}" if step_range is not None else ""

@@ -300,11 +300,13 @@ def emit(con: Console, findings: Sequence[Finding], *, json_path: str | None, ht
     """The tail every command ends with; returns its exit code.
 
     In order: the findings table under `title` (none when `title` is None), then each of `show`
-    printed; the JSON report (`findings` and `fields`) to --json; the page `page()` builds to --html,
-    under a status line `rendering` when given, and where it went; the exit code is `code` when
-    given, else 1 when any finding is an error (DESIGN §5).
+    printed (a `Text` made with `no_wrap=True` as one line, never wrapped: a command to copy); the
+    JSON report (`findings` and `fields`) to --json; the page `page()` builds to --html, under a
+    status line `rendering` when given, and where it went; the exit code is `code` when given, else 1
+    when any finding is an error (DESIGN §5).
     """
     from rich.table import Table
+    from rich.text import Text
 
     from ..report import print_findings, write_json
     from ..report.progress import Reporter
@@ -313,6 +315,9 @@ def emit(con: Console, findings: Sequence[Finding], *, json_path: str | None, ht
     if title is not None:
         print_findings(findings, con, title=title)
     for item in show:
+        if isinstance(item, Text) and item.no_wrap:  # a command to copy: one line, whatever the width
+            con.print(item, soft_wrap=True)
+            continue
         con.print(keep_words(item, con.width) if isinstance(item, Table) else item)
     if json_path:
         write_json(json_path, findings, **dict(fields or {}))

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 from rich.table import Table
+from rich.text import Text
 
 from .._units import plural
 from ..errors import UsageError
@@ -29,7 +30,9 @@ def _summary(result: Any) -> Table:
     return t
 
 
-def _pair(result: Any) -> list[str]:
+def _pair(result: Any) -> list[Text]:
+    """The pair and the bisect line as plain text (a path is never read as markup); the command is never
+    wrapped, so that it copies and pastes as one line."""
     lines = []
     p = result.pair
     if p is not None:
@@ -38,10 +41,13 @@ def _pair(result: Any) -> list[str]:
         lines.append(f"first bad step {p.bad_step} ({p.finding}); last healthy checkpoint: {good}; "
                      f"first unhealthy: {bad}")
     if result.bisect:
-        lines += ["next, bisect between them:", f"  {result.bisect}"]
+        lines.append("next, bisect between them:")
+    out = [Text(line) for line in lines]
+    if result.bisect:
+        out.append(Text(result.bisect, no_wrap=True))
     if result.bisect_note:
-        lines.append(result.bisect_note)
-    return lines
+        out.append(Text(result.bisect_note))
+    return out
 
 
 @click.command()
@@ -51,10 +57,14 @@ def _pair(result: Any) -> list[str]:
               help="The log's format (default: detected from what RUN holds).")
 @click.option("--golden", default=None, metavar="PATH", help="The golden batch to put in the printed bisect line.")
 @click.option("--pipeline", default=None, metavar="SPEC", help="The pipeline to put in the printed bisect line.")
+@click.option("--bisect", "run_bisect", is_flag=True,
+              help="Then run the printed bisect line here (needs --golden; the pipeline is --pipeline, else the "
+                   "project configuration's or the golden's, as for `signalchain bisect`). Its findings print on "
+                   "the terminal; --json/--html stay the history report.")
 @common_options()
 @guarded
-def history(run: str, fmt: str | None, golden: str | None, pipeline: str | None, json_path: str | None,
-            html_path: str | None, debug: bool) -> int:
+def history(run: str, fmt: str | None, golden: str | None, pipeline: str | None, run_bisect: bool,
+            json_path: str | None, html_path: str | None, debug: bool) -> int:
     """Diagnose a finished or failed run from its logs (HF Trainer, TensorBoard, Lightning CSV, W&B CSV,
     AudioCraft) and checkpoints, without re-running it.
 
@@ -68,6 +78,9 @@ def history(run: str, fmt: str | None, golden: str | None, pipeline: str | None,
     from ..history.run import diagnose
 
     con = console()
+    if run_bisect and not golden:  # before anything is read: the line cannot run on a placeholder
+        raise UsageError("--bisect runs the printed line on a golden batch: give --golden PATH (make one with "
+                         "`signalchain capture PIPELINE --out GOLDEN`)")
     need_path(run, option="RUN", expect="a run's output folder or log file")
     try:
         result = diagnose(run, golden=golden, pipeline=pipeline, fmt=fmt)
@@ -76,7 +89,25 @@ def history(run: str, fmt: str | None, golden: str | None, pipeline: str | None,
     done = f"read {plural(len(result.run.sources), 'file')}, {result.run.points():,} points, in {elapsed():.1f} s"
     title = f"history · {result.run.root}"
     doc = result.to_dict()
-    return emit(con, result.findings, title=title, show=[_summary(result), *_pair(result), done],
+    code = emit(con, result.findings, title=title, show=[_summary(result), *_pair(result), done],
                 json_path=json_path, fields={"history": doc["history"], "bisect": doc["bisect"]},
                 html_path=html_path, page=lambda: __import__(
                     "signalchain.report.history_page", fromlist=["render_history"]).render_history(result))
+    return max(code, _bisect_now(con, result, golden)) if run_bisect else code
+
+
+def _bisect_now(con: Any, result: Any, golden: str) -> int:
+    """Run the printed line with the function `signalchain bisect --checkpoints` runs; its exit code."""
+    plan = result.plan
+    if plan is None:
+        con.print(f"--bisect: no line to run ({result.bisect_note})", markup=False)
+        return 0
+    from . import _bisect_checkpoints
+    from .bisect_cmd import bisect
+
+    defaults = {p.name: p.default for p in bisect.params}  # the bisect command's own, so the two never differ
+    con.print(f"running: {result.bisect}", markup=False)
+    return _bisect_checkpoints.run_checkpoints_mode(
+        con=con, golden=golden, checkpoints=plan.folder, pipeline=plan.pipeline, rtol=defaults["rtol"],
+        atol=defaults["atol"], tols=(), json_path=None, html_path=None, factor=defaults["factor"],
+        step_range=plan.steps)

@@ -8,6 +8,7 @@ is a `HistoryReadError` naming it and what was looked for.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Callable
 
@@ -35,10 +36,16 @@ def _wandb_offline(path: str) -> bool:
 
 
 def _read_wandb_offline(path: str) -> RunHistory:
+    # a .wandb file is wandb's own record stream: only the wandb package reads it faithfully
+    why = (
+        "signalchain does not read them yet"
+        if importlib.util.find_spec("wandb") is not None
+        else "install wandb to read them, or"
+    )
     raise HistoryReadError(
-        f"{path} is a wandb offline run folder: its .wandb files are read through the wandb package, which is not "
-        "installed here; export the run's history as CSV (wandb: run page > Files or `wandb sync` then "
-        "`run.history().to_csv(...)`) and run `signalchain history` on the CSV"
+        f"{path} is a wandb offline run folder: its .wandb files are read through the wandb package; {why} "
+        "export the run's history as CSV (`wandb sync` it, then `wandb.Api().run(...).history().to_csv(...)`, "
+        "or the run page's CSV export) and run `signalchain history` on the CSV"
     )
 
 
@@ -67,7 +74,29 @@ def detect(path: str) -> str:
         except OSError:
             continue
     looked = "; ".join(what for _, _, what in FORMATS.values())
-    raise HistoryReadError(f"{path} holds no run log signalchain reads; looked for: {looked}")
+    nested = _nested_logs(path)
+    hint = f"; logs one or two folders down: {', '.join(nested)} (name one of them)" if nested else ""
+    raise HistoryReadError(f"{path} holds no run log signalchain reads; looked for: {looked}{hint}")
+
+
+_LOG_NAMES = ("trainer_state.json", "metrics.csv", "history.json")
+
+
+def _nested_logs(path: str, limit: int = 5) -> list[str]:
+    """Known log files one or two folders below `path` (`lightning_logs/version_0/metrics.csv`), so the
+    error can name them: a folder of several runs is not one run, and picking one would be a guess."""
+    if not os.path.isdir(path):
+        return []
+    found: list[str] = []
+    for folder, dirs, files in os.walk(path):
+        depth = os.path.relpath(folder, path).count(os.sep) + (folder != path)
+        dirs.sort()
+        if depth >= 2:
+            dirs[:] = []
+        found.extend(os.path.relpath(os.path.join(folder, f), path) for f in sorted(files) if f in _LOG_NAMES)
+        if len(found) >= limit:
+            break
+    return found[:limit]
 
 
 def read(path: str | os.PathLike[str], fmt: str | None = None) -> RunHistory:

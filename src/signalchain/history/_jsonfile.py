@@ -29,7 +29,16 @@ def _items(text: str, start: int, path: str, notes: list[ReadNote]) -> list[Any]
     while pos < n:
         while pos < n and text[pos] in " \t\r\n,":
             pos += 1
-        if pos >= n or text[pos] == "]":
+        if pos >= n:
+            notes.append(
+                ReadNote(
+                    path,
+                    f"the file ends before its list closes (cut mid-write); read the {len(out)} complete items",
+                    _line(text, n),
+                )
+            )
+            break
+        if text[pos] == "]":
             break
         try:
             value, pos = dec.raw_decode(text, pos)
@@ -81,5 +90,15 @@ def read_json(path: str, list_key: str | None, notes: list[ReadNote]) -> Any:
                 )
             )
             return None
+        before = len(notes)
         items = _items(text, start, path, notes)
+        if len(notes) == before:  # the list is whole: what follows it was cut or is damaged
+            notes.append(
+                ReadNote(
+                    path,
+                    f"is not JSON after its {list_key or 'list'} ({getattr(exc, 'msg', exc)}; cut mid-write?); "
+                    f"read the list's {len(items)} items, the rest is lost",
+                    where,
+                )
+            )
         return items if list_key is None else {list_key: items, "_truncated": True}

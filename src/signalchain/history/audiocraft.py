@@ -6,6 +6,13 @@ averaged metrics (`{"train": {"ce": .., "ce_q1": .., "ppl": .., "grad_norm": ..,
 (epoch 1 is the first entry). Checkpoints are `checkpoint.th` (the latest) and `checkpoint_<epoch>.th`
 (kept ones); they are listed, never loaded here. `.hydra/config.yaml` gives the configured learning
 rate (`optim.lr`) when PyYAML can read it.
+
+The layout follows facebookresearch/audiocraft: `utils/checkpoint.py` `checkpoint_name` gives
+`checkpoint_<name>.th(.<rank>)` (no name: the latest; `best`; or the epoch; `.<rank>` for the FSDP shards
+of ranks > 0), written through `flashy.utils.write_and_rename` (a `.tmp` left behind is a save that
+died); `solvers/base.py` `commit` appends the epoch's `{stage: metrics}` to the history, then
+`save_checkpoints` names the kept copy with `epoch - 1` after that append, i.e. the number of history
+entries, so `checkpoint_<N>.th` is the state after our epoch N.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from ._points import Points, number
 
 __all__ = ["is_audiocraft", "read_audiocraft"]
 
-_CKPT = re.compile(r"^checkpoint(?:_(\d+))?\.th$")
+_CKPT = re.compile(r"^checkpoint(?:_(\d+))?\.th(\.tmp)?$")  # `_best` has no epoch; `.th.<rank>` shards are parts
 
 
 def is_audiocraft(path: str) -> bool:
@@ -62,7 +69,11 @@ def read_audiocraft(path: str) -> RunHistory:
         m = _CKPT.match(name)
         if m:
             step = int(m.group(1)) if m.group(1) else latest
-            run.checkpoints.append(Checkpoint(step, os.path.join(root, name), complete=True, files=[name]))
+            full = os.path.join(root, name[: -len(".tmp")] if m.group(2) else name)
+            done = m.group(2) is None
+            if not done and any(c.path == full for c in run.checkpoints):
+                continue  # the save of a newer copy died; the previous one is still whole
+            run.checkpoints.append(Checkpoint(step, full, complete=done, files=[name]))
     run.checkpoints.sort(key=lambda c: (c.step, c.path))
     _config(os.path.join(root, ".hydra", "config.yaml"), run)
     return run
@@ -73,13 +84,16 @@ def _config(path: str, run: RunHistory) -> None:
         return
     try:
         import yaml
-
+    except ImportError:
+        run.notes.append(ReadNote(path, "not read: PyYAML is not installed"))
+        return
+    run.sources.append(path)  # read even when it does not parse: the note names it
+    try:
         with open(path, encoding="utf-8") as fh:
-            cfg = yaml.safe_load(fh)
+            cfg = yaml.safe_load(fh)  # safe_load: plain data only, never Python objects
     except Exception as exc:
         run.notes.append(ReadNote(path, f"not read: {exc}"))
         return
-    run.sources.append(path)
     optim = cfg.get("optim") if isinstance(cfg, dict) else None
     if isinstance(optim, dict) and number(optim.get("lr")) is not None:
         run.config["learning_rate"] = float(optim["lr"])

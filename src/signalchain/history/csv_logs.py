@@ -48,7 +48,12 @@ def _csv_in(path: str, name: str) -> str | None:
 
 def is_lightning_csv(path: str) -> bool:
     f = _csv_in(path, "metrics.csv")
-    return f is not None and any(h in ("step", "epoch") for h in _header(f)) and "_step" not in _header(f)
+    if f is None:
+        return False
+    header = _header(f)
+    # Lightning's file name is enough: an empty or cut `metrics.csv` is still the run's log, read with a note
+    named = os.path.basename(f) == "metrics.csv"
+    return "_step" not in header and (named or any(h in ("step", "epoch") for h in header))
 
 
 def is_wandb_csv(path: str) -> bool:
@@ -148,6 +153,7 @@ def read_csv_log(path: str, fmt: str) -> RunHistory:
     run.sources.append(f)
     acc: dict[str, list[Any]] = {}
     try:
+        ends_clean = _ends_with_newline(f)
         fh = open(f, newline="", encoding="utf-8", errors="replace")
     except OSError as exc:
         run.notes.append(ReadNote(f, f"cannot be read: {exc.strerror or exc}"))
@@ -163,7 +169,10 @@ def read_csv_log(path: str, fmt: str) -> RunHistory:
                 if header is None:
                     header = row
                     continue
-                if row and row != header and row[0] in header and all(number(c) is None for c in row if c):
+                if row == header:  # a resumed run appending under the same header writes it again
+                    run.notes.append(ReadNote(f, "the header repeats here (a resumed run appending): skipped", line))
+                    continue
+                if row and row[0] in header and all(number(c) is None for c in row if c):
                     # a new header: a resumed run appended with other columns
                     run.notes.append(
                         ReadNote(
@@ -172,7 +181,8 @@ def read_csv_log(path: str, fmt: str) -> RunHistory:
                             line,
                         )
                     )
-                    _block(f, header, rows, lines, run, acc)
+                    if rows:
+                        _block(f, header, rows, lines, run, acc)
                     header, rows, lines = row, [], []
                     continue
                 if len(row) != len(header):
@@ -193,6 +203,13 @@ def read_csv_log(path: str, fmt: str) -> RunHistory:
         if header is None:
             run.notes.append(ReadNote(f, "is empty"))
             return run
+        if not ends_clean and rows and lines[-1] == reader.line_num:
+            # a writer ends every row with a line end: a last row without one was cut mid-write, and its
+            # last cell may be a number cut short (`3.14` of `3.1415`), so the row is not a point
+            rows.pop()
+            run.notes.append(
+                ReadNote(f, "the last line has no line end (cut mid-write): skipped", lines.pop())
+            )
         if rows:
             _block(f, header, rows, lines, run, acc)
     for name, (s, v, w, e) in acc.items():
@@ -213,6 +230,15 @@ def read_csv_log(path: str, fmt: str) -> RunHistory:
     return run
 
 
+def _ends_with_newline(path: str) -> bool:
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        if fh.tell() == 0:
+            return True
+        fh.seek(-1, os.SEEK_END)
+        return fh.read(1) in (b"\n", b"\r")
+
+
 def _hparams(path: str, run: RunHistory) -> None:
     if not os.path.isfile(path):
         return
@@ -221,13 +247,13 @@ def _hparams(path: str, run: RunHistory) -> None:
     except ImportError:
         run.notes.append(ReadNote(path, "not read: PyYAML is not installed"))
         return
+    run.sources.append(path)  # read even when it does not parse: the note names it
     try:
         with open(path, encoding="utf-8") as fh:
             data = yaml.safe_load(fh)  # safe_load: plain data only, never Python objects
     except Exception as exc:
         run.notes.append(ReadNote(path, f"is not YAML: {exc}"))
         return
-    run.sources.append(path)
     if isinstance(data, dict):
         for k, v in data.items():
             if isinstance(v, (int, float, str, bool)) or v is None:

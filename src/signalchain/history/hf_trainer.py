@@ -8,7 +8,11 @@ checkpoints' copies. The reader takes the copy whose log reaches furthest (the r
 `learning_rate`, `epoch`, `step`), evaluation entries (`eval_*`) on the same steps as separate dicts,
 and a last summary (`train_runtime`, `train_loss` = the mean over the run, ...): the summary goes to
 `config["train_summary"]`, never into a series (its `train_loss` is not a point of the curve).
-`training_args.bin` is a pickle and is never read.
+`training_args.bin` is a pickle and is never read. The configuration comes from JSON only: a
+`training_args.json` beside the state (what a script writes with `TrainingArguments.to_json_string()`;
+the Trainer itself writes none) for `learning_rate`, the schedule and the batch, and the model's
+`config.json` (root or latest checkpoint) for `vocab_size` and `num_codebooks` (MusicGen nests them
+under `decoder`).
 """
 
 from __future__ import annotations
@@ -43,6 +47,20 @@ _CONFIG_KEYS = (
     "global_step",
 )
 _SUMMARY = "train_runtime"
+_ARGS_KEYS = (
+    "learning_rate",
+    "lr_scheduler_type",
+    "warmup_steps",
+    "warmup_ratio",
+    "max_grad_norm",
+    "weight_decay",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "fp16",
+    "bf16",
+    "seed",
+)
+_MODEL_KEYS = ("vocab_size", "num_codebooks")
 
 
 def _checkpoint_dirs(root: str) -> list[tuple[int, str]]:
@@ -148,6 +166,7 @@ def read_hf_trainer(path: str) -> RunHistory:
                     if key not in run.config and number(other.get(key)) is not None:
                         run.config[key] = other[key]
                 break
+    _json_config(root, [d for _, d in ckpts], run)
     points = Points()
     _entries(state, chosen, points, run)
     points.into(run)
@@ -155,3 +174,29 @@ def read_hf_trainer(path: str) -> RunHistory:
         if os.path.isdir(os.path.join(root, d)):
             run.config["tensorboard_dir"] = os.path.join(root, d)
     return run
+
+
+def _json_config(root: str, ckpt_dirs: list[str], run: RunHistory) -> None:
+    """What the run's JSON files say was configured (never the pickled `training_args.bin`)."""
+    args = os.path.join(root, "training_args.json")
+    if os.path.isfile(args):
+        doc = read_json(args, None, run.notes)
+        run.sources.append(args)
+        if isinstance(doc, dict):
+            for key in _ARGS_KEYS:
+                v = doc.get(key)
+                if isinstance(v, (int, float, str, bool)):
+                    run.config.setdefault(key, v)
+    for folder in [root, *reversed(ckpt_dirs)]:  # the latest checkpoint's model config, else the root's
+        path = os.path.join(folder, "config.json")
+        if not os.path.isfile(path):
+            continue
+        doc = read_json(path, None, run.notes)
+        run.sources.append(path)
+        if isinstance(doc, dict):
+            nested = doc.get("decoder") if isinstance(doc.get("decoder"), dict) else {}
+            for key in _MODEL_KEYS:
+                v = doc.get(key, nested.get(key))
+                if number(v) is not None and not isinstance(v, bool):
+                    run.config.setdefault(key, v)
+        break

@@ -40,7 +40,16 @@ _THROUGHPUT = (
     "steps_per_second",
     "tokens_per_second",
     "examples_per_second",
+    "it/s",  # tqdm-style rates, as some loops log them
+    "samples/s",
+    "steps/s",
+    "tokens/s",
 )
+#: Optimiser hyper-parameters Lightning's LearningRateMonitor logs beside the rate (`lr-Adam-momentum`):
+#: they match the `lr-` prefix but are not the learning rate.
+_NOT_LR = ("momentum", "beta", "weight_decay")
+#: Folders that group a name without saying its split (`signalchain/ce/codebook_0`, `optim/lr`).
+_GROUPS = ("signalchain", "metrics", "charts", "optim", "optimizer", "perf")
 
 
 def _split(name: str) -> tuple[str | None, str]:
@@ -52,7 +61,11 @@ def _split(name: str) -> tuple[str | None, str]:
                 return "train", "/".join(parts[:i] + parts[i + 1 :])
             if parts[i] in _VALID:
                 return "valid", "/".join(parts[:i] + parts[i + 1 :])
-        name = parts[-1] if parts[0] in ("signalchain", "metrics", "charts") else "/".join(parts)
+        if parts[0] in _GROUPS:
+            parts = parts[1:]
+        # `ce/codebook_0` (signalchain's own tags) reads as `ce_codebook_0`; a name the join does not make
+        # known is tried by its last part below (`grad_norm/total` stays unknown, `optim/lr` is the rate)
+        name = "/".join(parts)
     for pre in _TRAIN:
         if name.startswith(pre + "_"):
             return "train", name[len(pre) + 1 :]
@@ -74,40 +87,50 @@ def role_of(name: str) -> tuple[str | None, int | None, str]:
     metric = metric.strip("/")
     if metric in ("epoch",):
         return "epoch", None, agg
-    m = _CODEBOOK.match(metric)
+    m = _CODEBOOK.match(metric.replace("/", "_"))
     if m:
         return ("valid_codebook_loss" if split == "valid" else "train_codebook_loss"), int(m.group(1)), agg
     if metric in _LOSS:
         return ("valid_loss" if split == "valid" else "train_loss"), None, agg
     if split == "valid":
         return None, None, agg  # eval_runtime, val_acc...: shown, never judged
+    role = _scalar_role(metric)
+    last = metric.rsplit("/", 1)[-1]
+    if role is None and "/" in metric and last != "scale":  # `attn/scale` is no loss scale
+        role = _scalar_role(last)  # `optim/lr`, `perf/step_time`
+    return role, None, agg
+
+
+def _scalar_role(metric: str) -> str | None:
     if metric in _GRAD:
-        return "grad_norm", None, agg
-    if _LR.match(metric):
-        return "lr", None, agg
+        return "grad_norm"
+    if _LR.match(metric) and not any(w in metric for w in _NOT_LR):
+        return "lr"
     if metric in _SCALE:
-        return "loss_scale", None, agg
+        return "loss_scale"
     if metric in _STEP_TIME:
-        return "step_time", None, agg
+        return "step_time"
     if metric in _THROUGHPUT:
-        return "throughput", None, agg
-    return None, None, agg
+        return "throughput"
+    return None
 
 
 def assign(run: RunHistory) -> RunHistory:
     """Set every series' role. Where two series would take one scalar role (Lightning's `train_loss_step`
     and `train_loss_epoch`, or `loss` beside `signalchain/loss`), the per-step one keeps it, then the
     one with the most points; the others lose the role (shown, not judged twice)."""
-    claims: dict[tuple[str, int | None], list[tuple[int, int, str]]] = {}
+    claims: dict[tuple[str, int | None], list[tuple[int, int, int, str]]] = {}
     for s in run.series.values():
         role, cb, agg = role_of(s.name)
         s.role, s.codebook = None, None
         if role is None:
             continue
         rank = {"step": 0, "": 1, "epoch": 2}[agg]
-        claims.setdefault((role, cb), []).append((rank, -len(s), s.name))
+        # the validation run every epoch before a final `test` pass or AudioCraft's sparser `evaluate` stage
+        late = int(re.match(r"^(?:test|evaluate)\b", s.name.lower()) is not None)
+        claims.setdefault((role, cb), []).append((rank, late, -len(s), s.name))
     for (role, cb), names in claims.items():
-        _, _, keep = min(names)
+        keep = min(names)[-1]
         s = run.series[keep]
         s.role, s.codebook = role, cb
         # codebooks in logs are 1-based (`ce_q1`) or 0-based (`loss_cb0`); kept as the log numbers them

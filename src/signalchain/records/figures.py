@@ -57,7 +57,8 @@ class Stack(Figure):
 
 @dataclass
 class Curves(Figure):
-    """Lines: `series` maps a name to `[xs, ys]`; `vlines` marks x positions by name; `ylim` is [low, high]."""
+    """Lines: `series` maps a name to `[xs, ys]`; `vlines` marks x positions by name; `ylim` is [low, high];
+    `rug` maps a name to x positions drawn as ticks on the x axis (checkpoints on a step axis)."""
 
     title: str
     series: dict[str, list[list[Any]]]
@@ -67,6 +68,7 @@ class Curves(Figure):
     logy: bool | None = None
     vlines: dict[str, float] | None = None
     ylim: list[float] | None = None
+    rug: dict[str, list[float]] | None = None
     kind = "curves"
 
 

@@ -20,7 +20,8 @@ def _finite(xs: list[float]) -> list[float]:
 def render_metric(m: dict[str, Any]) -> str:
     """A measurement declared with a "kind" (the convention every family uses for its pictures):
 
-    curves: {"series": {name: [xs, ys]}, "x_label", "y_label", "logx", "logy", "vlines": {name: x}, "ylim": [lo, hi]}
+    curves: {"series": {name: [xs, ys]}, "x_label", "y_label", "logx", "logy", "vlines": {name: x}, "ylim": [lo, hi],
+             "rug": {name: [x, ...]}}
     bars:   {"values": {name: number}, "x_label", "logx"}
     stack:  {"segments": [[name, number, group]], "groups": [group], "x_label"}  (one bar, segments in order)
     table:  {"headers": [...], "rows": [[...]]}
@@ -33,7 +34,7 @@ def render_metric(m: dict[str, Any]) -> str:
         series = {k: (list(v[0]), _finite([float(y) for y in v[1]])) for k, v in m["series"].items()}
         return image_tag(line_figure(series, title, m.get("x_label", ""), m.get("y_label", ""),
                                      logx=bool(m.get("logx")), logy=bool(m.get("logy")), vlines=m.get("vlines"),
-                                     ylim=tuple(m["ylim"]) if m.get("ylim") else None), title)
+                                     ylim=tuple(m["ylim"]) if m.get("ylim") else None, rug=m.get("rug")), title)
     if kind == "bars":
         return image_tag(bar_figure(m["values"], title, m.get("x_label", ""), logx=m.get("logx", True)), title)
     if kind == "stack":

@@ -5,6 +5,7 @@ reader's notes and the bisect command. It reads the result; it decides nothing.
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,8 @@ _PANELS = (
     ("Gradient norm", ("grad_norm",), "norm", True),
     ("Learning rate", ("lr",), "rate", False),
     ("Loss scale", ("loss_scale",), "scale", True),
-    ("Speed", ("step_time", "throughput"), "s/step or samples/s", False),
+    ("Step time", ("step_time",), "seconds per step", False),  # two units: two panels
+    ("Throughput", ("throughput",), "samples (or steps) per second", False),
 )
 
 
@@ -53,7 +55,8 @@ def curve_points(s: Series) -> list[list[float]]:
 def _marks(result: Any) -> dict[str, float]:
     marks: dict[str, float] = {}
     for f in result.findings:
-        if f.severity.value != "info" and isinstance(f.evidence.get("step"), int):
+        step = f.evidence.get("step")
+        if f.severity.value != "info" and isinstance(step, numbers.Integral) and not isinstance(step, bool):
             marks[f"{f.id.removeprefix('history.')} @ {f.evidence['step']}"] = float(f.evidence["step"])
     pair = result.pair
     for tag, c in (("last healthy", pair.good if pair else None), ("first unhealthy", pair.bad if pair else None)):
@@ -62,11 +65,25 @@ def _marks(result: Any) -> dict[str, float]:
     return marks
 
 
-def _panel(run: RunHistory, title: str, series: list[Series], ylabel: str, logy: bool, marks: dict[str, float]) -> str:
+def _rug(result: Any) -> dict[str, list[float]]:
+    """The checkpoints as ticks on the step axis: the pair the result names first (highlighted), then the
+    other complete ones, then those that lack their weights."""
+    pair = result.pair
+    named = [c for c in ((pair.good, pair.bad) if pair else ()) if c is not None]
+    ids = {id(c) for c in named}
+    rest = [c for c in result.run.checkpoints if id(c) not in ids]
+    rug = {"checkpoint pair": [float(c.step) for c in named],
+           "checkpoints": [float(c.step) for c in rest if c.complete],
+           "checkpoints without weights": [float(c.step) for c in rest if not c.complete]}
+    return {k: v for k, v in rug.items() if v}
+
+
+def _panel(run: RunHistory, title: str, series: list[Series], ylabel: str, logy: bool, marks: dict[str, float],
+           rug: dict[str, list[float]] | None = None) -> str:
     drawn = {s.name: curve_points(s) for s in series}
     positive = all(all(not v <= 0 for v in pts[1]) for pts in drawn.values())  # NaN compares False
     return render_metric(Curves(title, drawn, x_label=run.axis, y_label=ylabel, logy=logy and positive,
-                                vlines=marks or None).to_dict())
+                                vlines=marks or None, rug=rug or None).to_dict())
 
 
 def render_history(result: Any) -> HtmlReport:
@@ -78,12 +95,12 @@ def render_history(result: Any) -> HtmlReport:
     if result.bisect or result.bisect_note:
         body = f"<pre>{esc(result.bisect)}</pre>" if result.bisect else ""
         page.section("Next: bisect the checkpoints", body + f'<p class="muted">{esc(result.bisect_note)}</p>')
-    marks = _marks(result)
+    marks, rug = _marks(result), _rug(result)
     curves = []
     for title, roles, ylabel, logy in _PANELS:
         series = [s for r in roles for s in run.by_role(r)]
         if series:
-            curves.append(_panel(run, title, series, ylabel, logy, marks))
+            curves.append(_panel(run, title, series, ylabel, logy, marks, rug))
     page.section("Curves (judged)", "".join(curves) or "<p>no series with a role: nothing judged</p>")
     other = [s for s in run.series.values() if s.role is None]
     if other:
@@ -96,7 +113,6 @@ def render_history(result: Any) -> HtmlReport:
                            ["step", "path", "complete"]))
     if run.notes:
         page.section("What the reader skipped",
-                     table([[n.path, n.line if n.line is not None else "", n.message] for n in run.notes],
-                           ["file", "line/record", "why"]))
+                     table([[n.where(), n.message] for n in run.notes], ["file:line (or record)", "why"]))
     page.section("Read", table([[s] for s in run.sources], ["file"]))
     return page

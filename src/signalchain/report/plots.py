@@ -17,6 +17,8 @@ __all__ = ["audio_figure", "waveform_limits", "codes_figure", "mask_figure", "hi
            "bar_figure", "stack_figure"]
 
 _DPI = 80
+#: Colours of `line_figure`'s rugs, in the order given (red first: the marks that matter, such as a checkpoint pair).
+RUG_COLOURS = ("#c44e52", "#4c72b0", "#9e9e9e", "#55a868")
 
 
 def _plain(text: object) -> str:
@@ -148,13 +150,20 @@ def histogram_figure(values: np.ndarray, title: str = "") -> bytes:
 
 def line_figure(series: Mapping[str, tuple[Sequence[float], Sequence[float]]], title: str = "",
                 xlabel: str = "", ylabel: str = "", logx: bool = False, logy: bool = False,
-                vlines: Mapping[str, float] | None = None, ylim: tuple[float, float] | None = None) -> bytes:
-    """Several named curves on one axis (loss curves, LR sweeps, gradient norms)."""
+                vlines: Mapping[str, float] | None = None, ylim: tuple[float, float] | None = None,
+                rug: Mapping[str, Sequence[float]] | None = None) -> bytes:
+    """Several named curves on one axis (loss curves, LR sweeps, gradient norms). `rug` draws each name's
+    x positions as ticks along the bottom edge (checkpoints on a step axis), the first name in the first
+    rug colour; it widens the x range, never the y range."""
     fig, ax = plt.subplots(figsize=(7, 3))
     if ylim is not None:
         ax.set_ylim(*ylim)
     for name, (x, y) in series.items():
         ax.plot(np.asarray(x, dtype=float), np.asarray(y, dtype=float), lw=1.2, label=_plain(name))
+    for (name, xs), colour in zip((rug or {}).items(), RUG_COLOURS):
+        if len(xs):  # x in data units, y in axes fraction: a tick standing on the x axis whatever the y scale
+            ax.plot(np.asarray(xs, dtype=float), np.zeros(len(xs)), transform=ax.get_xaxis_transform(),
+                    ls="none", marker="|", ms=12, mew=2, color=colour, label=_plain(name), clip_on=False)
     for name, x in (vlines or {}).items():
         ax.axvline(x, ls="--", lw=0.8, color="grey")
         ax.text(x, ax.get_ylim()[1], _plain(name), rotation=90, va="top", fontsize=7)
@@ -169,7 +178,7 @@ def line_figure(series: Mapping[str, tuple[Sequence[float], Sequence[float]]], t
     ax.set_ylabel(_plain(ylabel))
     if title:
         ax.set_title(_plain(title), fontsize=9)
-    if len(series) > 1:
+    if len(series) > 1 or any(len(xs) for xs in (rug or {}).values()):
         ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     return _png(fig)

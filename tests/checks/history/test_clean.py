@@ -1,13 +1,13 @@
 """Every history judge is silent (no warning, no error) on clean runs in every convention, over seeds:
-the named conventions below, and any healthy recipe hypothesis draws (`_curves.Recipe`)."""
+the named conventions below, and any healthy recipe hypothesis draws (`_history_curves.Recipe`)."""
 
 from __future__ import annotations
 
 import pytest
-from _curves import CONVENTIONS, Recipe, make_run, recipe_run, recipes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _history_curves import CONVENTIONS, Recipe, make_run, recipe_run, recipes
 from signalchain.checks.history import judge
 
 

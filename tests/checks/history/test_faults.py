@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-from _curves import build, clean_base, epoch_run, make_run
 
+from _history_curves import build, clean_base, epoch_run, make_run
 from signalchain.checks.history import judge
 from signalchain.history.roles import assign
 from signalchain.records.history import Series

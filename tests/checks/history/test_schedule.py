@@ -4,8 +4,8 @@ logging interval), and the look-alikes of healthy recipes stay silent."""
 from __future__ import annotations
 
 import numpy as np
-from _curves import build, clean_base
 
+from _history_curves import build, clean_base
 from signalchain.checks.history import judge
 
 

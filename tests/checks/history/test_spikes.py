@@ -4,8 +4,8 @@ ordinary excursions, info on a handful of points."""
 from __future__ import annotations
 
 import numpy as np
-from _curves import build, clean_base
 
+from _history_curves import build, clean_base
 from signalchain.checks.history import judge
 from signalchain.checks.history.spikes import spike_threshold
 

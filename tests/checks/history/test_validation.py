@@ -4,8 +4,8 @@ look-alikes: a log that rounds, dropout, a model that stopped changing."""
 from __future__ import annotations
 
 import numpy as np
-from _curves import build, clean_base
 
+from _history_curves import build, clean_base
 from signalchain.checks.history import judge
 
 

@@ -2,7 +2,10 @@
 
 An `error` when the training or validation loss goes non-finite and stays so to the end of the log
 (the run stopped learning there) or the run was restarted from an earlier checkpoint after it; a
-`warning` when the loss comes back finite on the steps that follow (the bad steps were skipped).
+`warning` when the loss comes back finite on the steps that follow (the bad steps were skipped). When
+the logged loss stays non-finite but the gradient norm stays finite and non-zero after it, the weights
+did not go non-finite: one batch gave a non-finite loss that a running total carried into every later
+log (HF Trainer's `tr_loss` with `logging_nan_inf_filter=False`): a `warning` that says so.
 A non-finite gradient norm on steps where the loss stays finite afterwards is what an fp16 loss
 scaler does by design (it skips those steps and lowers its scale): `info`, never an error (DESIGN §4);
 a `warning` only when it goes on all through the run (>= 20 % of the second half's points, at least
@@ -26,6 +29,7 @@ __all__ = ["judge_nonfinite", "what_moved"]
 
 CHECK = "checks.history.nonfinite"
 SKIPPED_SHARE = 0.2  # non-finite gradient norms on this share of the points: most updates skipped
+_LOSSES = ("train_loss", "valid_loss", "train_codebook_loss", "valid_codebook_loss")
 _JUDGED = ("train_loss", "valid_loss", "grad_norm", "train_codebook_loss", "valid_codebook_loss", "lr", "loss_scale")
 
 
@@ -41,6 +45,17 @@ def _stays_bad_from(s: Series, step: int) -> int | None:
         return None
     good = np.nonzero(np.isfinite(s.values[: upto[-1] + 1]))[0]
     return int(good[-1]) + 1 if len(good) else 0
+
+
+def _weights_alive(run: RunHistory, step: int) -> tuple[int, int] | None:
+    """(finite, logged) gradient norms after `step` when at least 3 were logged and 80 % are finite and
+    non-zero: the model kept training, whatever the logged loss says; None otherwise."""
+    g = run.first("grad_norm")
+    if g is None:
+        return None
+    after = g.values[g.steps > step]
+    ok = int((np.isfinite(after) & (after > 0)).sum())
+    return (ok, len(after)) if len(after) >= 3 and ok >= 0.8 * len(after) else None
 
 
 def _ratio(s: Series | None, step: int, w: int) -> tuple[float, int, int] | None:
@@ -99,7 +114,8 @@ def judge_nonfinite(run: RunHistory) -> list[Finding]:
             if st is not None:
                 starts.append((int(f[2].steps[st]), f[1], f[2], float(f[2].values[st])))
         firsts = starts or losses
-    step, name, s, value = min(firsts, key=lambda t: (t[0], t[1]))
+    # on a tie the loss names it: the gradient norm of the same step is its consequence
+    step, name, s, value = min(firsts, key=lambda t: (t[0], t[2].role not in _LOSSES, t[1]))
     moved = what_moved(run, step)
     before = "; ".join(moved) if moved else "no judged metric moved in the window before it"
     if not losses:
@@ -146,6 +162,28 @@ def judge_nonfinite(run: RunHistory) -> list[Finding]:
     tail = lseries.values[last_bad + 1 :]
     went_back = bool(np.any(np.diff(lseries.steps[bad[0] :]) < 0))
     recovered = len(tail) >= 3 and bool(np.all(np.isfinite(tail))) and not went_back
+    alive = None if recovered else _weights_alive(run, lstep)
+    if alive is not None:
+        return [
+            make(
+                "history.nonfinite",
+                "warning",
+                lname,
+                f"{lname} is {lvalue} at {fmt_step(run, lstep)} and logged non-finite from there on, but the gradient "
+                f"norm stays finite on {alive[0]} of the {alive[1]} steps logged after it: the weights did not go "
+                "non-finite. One batch gave a non-finite loss, and the logged value is an accumulator it poisoned "
+                "(HF Trainer adds every step's loss to a running total; with logging_nan_inf_filter=False one NaN "
+                "stays in every later log)",
+                CHECK,
+                "find that step's batch (labels all ignore-index give a mean over no element; a log or a division "
+                "of zero); the run itself trained on",
+                step=lstep,
+                series=lname,
+                before=moved,
+                weights_alive=True,
+                recovered=False,
+            )
+        ]
     return [
         make(
             "history.nonfinite",

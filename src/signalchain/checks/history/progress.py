@@ -9,16 +9,19 @@
   for a vocabulary size the run's configuration states (`vocab_size`, `card`, `cardinality`): the
   model predicts a uniform distribution. `unigram`: the same at the targets' unigram entropy when the
   configuration states it (`unigram_entropy`): the model learned token frequencies, no context. Both
-  are warnings from 20 points, info below; without the number in the configuration, silent.
+  are warnings from 20 points, info below; without the number in the configuration, silent. The step
+  is the first one when the loss (running median) was never below that level, else where it settles.
 - `codebook_stalled` (warning; info under 6 points): with per-codebook losses of at least 2 codebooks
   (training ones, else validation ones), one codebook's relative drop (first 10 % to last 10 %) is
   below a quarter of the median drop of the others, while those dropped by at least 5 %, and the two
-  drops differ by more than 4 standard errors (from each curve's own point noise). The step is
-  where they part: the others have made half their drop and it has not made a quarter of theirs.
+  drops differ by more than 4 standard errors (from each curve's own point noise). The step is where
+  it stops falling (its smoothed drop reaches 90 % of its total; the first step when it never fell);
+  `parts_at` is where the others have made half their drop and it has not made a quarter of theirs.
 - `epoch_boundary` (warning): with an epoch counter logged (or `steps_per_epoch` configured), the loss
-  jumps up across at least 3 epoch boundaries, each jump above 3x the curve's noise, and the median
-  jump at boundaries above 5x the median jump between the same number of points elsewhere: a
-  sawtooth that restarts each epoch.
+  jumps the same way (up, or down) across at least 3 epoch boundaries, each jump above 3x the curve's
+  noise, and the median jump at boundaries above 5x the median jump between the same number of points
+  elsewhere: a sawtooth that restarts each epoch (up), or a model that recognises what it has seen
+  (down: memorising a small training set).
 """
 
 from __future__ import annotations
@@ -74,20 +77,24 @@ def _flat_at(run: RunHistory, s, steps: np.ndarray, vals: np.ndarray, target: fl
     smooth = np.array([np.median(vals[max(0, i - w // 2) : i + w // 2 + 1]) for i in range(len(vals))])
     near = np.abs(smooth - target) <= 0.02 * target
     far = np.nonzero(~near)[0]
-    first = int(far[-1]) + 1 if len(far) else 0  # from where it stays there
-    first = min(first, len(vals) - k)
+    settles = min(int(far[-1]) + 1 if len(far) else 0, len(vals) - k)  # from where it stays there
+    # a loss never better than that level had the fault from its first step (it only fell from its
+    # initial value to it); one that was below it and came back shows it where it settles there
+    never_below = bool(np.all(smooth >= target * 0.98))
+    first = 0 if never_below else settles
     return make(
         "history.plateau",
         "warning" if len(vals) >= 20 else "info",  # a handful of points: context, not a verdict
         s.name,
-        f"the training loss sits at {tail:.4g} from {fmt_step(run, int(steps[first]))} to the end, {what} "
-        f"= {target:.4g}",
+        f"the training loss sits at {tail:.4g} from {fmt_step(run, int(steps[settles]))} to the end, {what} "
+        f"= {target:.4g}" + (", and it was never below it" if never_below else ""),
         CHECK,
         hint,
         step=int(steps[first]),
         kind=kind,
         level=tail,
         target=target,
+        settles_at=int(steps[settles]),
     )
 
 
@@ -215,20 +222,25 @@ def judge_codebooks(run: RunHistory) -> list[Finding]:
                     theirs.append(np.interp(steps, os_, _drop_curve(ov)))
             med = np.median(np.array(theirs), axis=0)
             parted = np.nonzero((med >= 0.5 * typical) & (mine < 0.25 * med))[0]
-            at = int(steps[parted[0]]) if len(parted) else int(steps[0])
+            parts = int(steps[parted[0]]) if len(parted) else int(steps[0])
+            # where the problem shows: where this codebook stopped falling (its own drop reaches 90 % of
+            # what it ever makes) — the first step when it never fell; the others leave it at `parts_at`
+            stop = np.nonzero(mine >= 0.9 * max(drops[i], 0.0))[0] if drops[i] > 0.01 else np.array([0])
+            at = int(steps[stop[0]]) if len(stop) else int(steps[0])
             out.append(
                 make(
                     "history.codebook_stalled",
                     "warning" if len(v) >= 6 else "info",
                     s.name,
-                    f"codebook {s.codebook} ({s.name}) falls by {drops[i]:.1%} over the run while the other "
-                    f"codebooks fall by {typical:.1%} (median); they part from {fmt_step(run, at)}: it is not "
-                    "learning",
+                    f"codebook {s.codebook} ({s.name}) falls by {drops[i]:.1%} over the run (it stops falling at "
+                    f"{fmt_step(run, at)}) while the other codebooks fall by {typical:.1%} (median); they part "
+                    f"from {fmt_step(run, parts)}: it is not learning",
                     CHECK,
                     "its targets or its head are cut off: a head detached or not in the optimizer, targets of "
                     "that codebook shifted by a wrong delay, or its labels all ignore-index; compare its "
                     "targets with the others' at `tokens.pattern`",
                     step=at,
+                    parts_at=parts,
                     codebook=s.codebook,
                     drop=drops[i],
                     others_drop=typical,
@@ -275,21 +287,30 @@ def judge_epoch_boundary(run: RunHistory) -> list[Finding]:
     noise = log_noise(vals)
     if not len(others):
         return []
-    if (at > 3 * noise).all() and np.median(at) > 5 * max(np.median(np.abs(others)), 1e-12):
+    same_way = (at > 3 * noise).all() or (at < -3 * noise).all()  # up at every boundary, or down at every one
+    if same_way and np.median(np.abs(at)) > 5 * max(np.median(np.abs(others)), 1e-12):
         first = int(steps[bounds[0]])
         return [
             make(
                 "history.epoch_boundary",
                 "warning",
                 s.name,
-                f"the loss jumps up at each of {len(bounds)} epoch boundaries (median x{math.exp(np.median(at)):.3g}, "
-                f"against x{math.exp(np.median(np.abs(others))):.3g} between other points), first at "
-                f"{fmt_step(run, first)}",
+                f"the loss jumps {'up' if at[0] > 0 else 'down'} at each of {len(bounds)} epoch boundaries (median "
+                f"x{math.exp(np.median(at)):.3g}, against x{math.exp(np.median(np.abs(others))):.3g} between other "
+                f"points), first at {fmt_step(run, first)}",
                 CHECK,
-                "first see what the logged value is: a running mean reset each epoch draws this sawtooth by "
-                "itself (log the per-step loss to tell). Otherwise something restarts each epoch: an optimizer "
-                "or scheduler built inside the epoch loop, a model reloaded, data in the same order each epoch "
-                "(shuffle=True, DistributedSampler.set_epoch(epoch))",
+                (
+                    "first see what the logged value is: a running mean reset each epoch draws this sawtooth by "
+                    "itself (log the per-step loss to tell). Otherwise something restarts each epoch: an optimizer "
+                    "or scheduler built inside the epoch loop, a model reloaded, data in the same order each epoch "
+                    "(shuffle=True, DistributedSampler.set_epoch(epoch))"
+                )
+                if at[0] > 0
+                else (
+                    "a drop at each new epoch is the model recognising examples it has already seen: on a small "
+                    "training set that is memorising (compare the validation curve across the same boundaries); "
+                    "with data in the same order each epoch it also learns the order (shuffle every epoch)"
+                ),
                 step=first,
                 boundaries=len(bounds),
                 median_jump=float(np.median(at)),

@@ -13,7 +13,7 @@
   run logged that many steps after its own start: the schedule began again. Where the steps went back
   (a checkpoint reloaded), the rate is compared with what the run logged at that same step before.
   A step decay that falls on a long pause (an evaluation) jumps to a value the start never had: silent.
-- `warmup_restarted` (warning): mid-run, the rate falls to at most 10 % of its peak so far and then
+- `warmup_restarted` (warning): mid-run, the rate falls to at most 30 % of its peak so far and then
   climbs for at least 3 points back above half of that peak, without a resume point (a cyclic
   schedule whose configuration names restarts or cycles is left alone).
 - `differs_from_config` (warning): the configuration names a learning rate, and the logged peak
@@ -215,7 +215,7 @@ def _warmup_again(run: RunHistory, name: str, steps: np.ndarray, lr: np.ndarray)
     n = len(lr)
     peak, low_at = lr[0], None
     for i in range(1, n):
-        if low_at is None and i > n // 20 and peak > 0 and lr[i] <= 0.1 * peak and lr[i] < lr[i - 1]:
+        if low_at is None and i > n // 20 and peak > 0 and lr[i] <= 0.3 * peak and lr[i] < lr[i - 1]:
             low_at = i
         elif low_at is not None:
             climb = lr[low_at : i + 1]
@@ -225,7 +225,7 @@ def _warmup_again(run: RunHistory, name: str, steps: np.ndarray, lr: np.ndarray)
                         "warning",
                         name,
                         f"the learning rate falls to {lr[low_at]:.3g} at {fmt_step(run, int(steps[low_at]))} "
-                        f"(≤ 10 % of its peak {peak:.3g}) and ramps up again to {lr[i]:.3g} by "
+                        f"(≤ 30 % of its peak {peak:.3g}) and ramps up again to {lr[i]:.3g} by "
                         f"{fmt_step(run, int(steps[i]))}: a warm-up run again mid-training",
                         "a scheduler stepped twice (per batch and per epoch), built inside the epoch loop, or one "
                         "whose total steps is smaller than the run; step it once per optimizer step",
@@ -234,7 +234,7 @@ def _warmup_again(run: RunHistory, name: str, steps: np.ndarray, lr: np.ndarray)
                     )
                 ]
             if len(climb) >= 2 and climb[-1] <= climb[-2]:
-                low_at = i if lr[i] <= 0.1 * peak else None
+                low_at = i if lr[i] <= 0.3 * peak else None
         peak = max(peak, lr[i])
     return []
 

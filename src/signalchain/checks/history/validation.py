@@ -2,9 +2,9 @@
 
 - `overfit_gap` (warning): with at least 4 evaluations, at least 3 after the validation minimum, the
   mean of the last 3 evaluations stands above the mean of the 3 around the minimum by more than 4x
-  the evaluations' own noise, 3 % and 3 rounding steps of the log, while the training loss does not
-  rise over the same steps (medians of the first and last thirds of its points; both rising is a
-  schedule's end or a divergence, not memorising):
+  the evaluations' own noise, 3 % and 3 rounding steps of the log, while the training loss falls
+  over the same steps (medians of the first and last thirds of its points, beyond 2 standard errors;
+  both rising is a schedule's end or a divergence, not memorising):
   the model memorises. The step is the minimum's (the checkpoint to keep).
 - `valid_below_train` (warning): on at least 80 % of at least 4 evaluations, and on the last one, the
   validation loss is more than 15 % below the training loss at the same step, and more than 2
@@ -13,7 +13,7 @@
   (DESIGN §4), hence the margin and the warning: the message gives both readings.
 - `valid_constant` (warning): 3 or more evaluations in a row give exactly the same validation loss
   while the training loss's level moves over them (medians of the first and last thirds of its
-  points between, beyond 4 standard errors) by more than 3 rounding steps of the validation values;
+  points between, beyond 4 standard errors, and 2 %) by more than 3 rounding steps of the validation values;
   a log that rounds also repeats values by chance, so there the run of repeats must have a chance
   under 1 in 1000 over the series (one rounding step against the evaluations' own noise). A model
   that no longer changes repeats them too: that is why the training level must move. Then the
@@ -115,7 +115,8 @@ def judge_validation(run: RunHistory) -> list[Finding]:
         vnoise = log_noise(vals) * abs(float(vals[i]))
         p = 0.0 if quantum == 0 else 1.0 if vnoise == 0 else min(1.0, quantum / (np.sqrt(2.0) * vnoise))
         chance = p ** (same - 1) * len(vals)
-        if moved is not None and abs(moved) * abs(float(vals[i])) > 3 * quantum and chance < 1e-3:
+        big = moved is not None and abs(moved) > 0.02  # and by 2 %: the model changed, visibly
+        if big and abs(moved) * abs(float(vals[i])) > 3 * quantum and chance < 1e-3:
             first = int(steps[lo])
             out.append(
                 make(
@@ -140,7 +141,9 @@ def judge_validation(run: RunHistory) -> list[Finding]:
         low = float(np.mean(vals[max(0, m - 1) : m + 2]))
         last = float(np.mean(vals[-3:]))
         train = _train_change(run, int(steps[m]), int(steps[-1]))
-        fell = None if train is None else train[0]  # falling or flat: a training loss rising too is no gap
+        # the training loss fell meanwhile (beyond 2 standard errors): when it rises too, or its noise hides
+        # which way it went, a rising validation is a schedule's end or a divergence, not memorising
+        fell = None if train is None or train[0] > -2 * train[1] else train[0]
         if (
             len(vals) - m >= 4
             and last - low > max(4 * noise, 0.03 * low, 3 * _resolution(vals))

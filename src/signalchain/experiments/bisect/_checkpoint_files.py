@@ -36,8 +36,8 @@ from typing import Any
 from ...audio._files import check_path, display_path, read_regular
 from ...errors import SignalchainError
 
-__all__ = ["CheckpointFile", "LoadedCheckpoint", "CheckpointLoadError", "find_checkpoints", "load_checkpoint_file",
-           "SUFFIXES"]
+__all__ = ["CheckpointFile", "LoadedCheckpoint", "CheckpointLoadError", "find_checkpoints", "in_step_range",
+           "load_checkpoint_file", "SUFFIXES"]
 
 SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".safetensors")
 _HF_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
@@ -141,6 +141,13 @@ def find_checkpoints(pattern: str) -> list[CheckpointFile]:
         step = _stored_step(path, kind) if check_path(path).regular or kind == "hf-dir" else None
         found.append(CheckpointFile(path, kind, step if step is not None else _name_step(path.name)))
     return sorted(found, key=lambda c: (c.step is None, c.step if c.step is not None else 0, _natural_key(c.path.name)))
+
+
+def in_step_range(files: list[CheckpointFile], first: int | None, last: int | None) -> list[CheckpointFile]:
+    """The checkpoints whose step is in first..last (None: open on that side); those without a step are out.
+    `bisect --steps` and the line `signalchain history` prints select with this one function."""
+    return [f for f in files if f.step is not None and (first is None or f.step >= first)
+            and (last is None or f.step <= last)]
 
 
 # ---- loading --------------------------------------------------------------------------------------

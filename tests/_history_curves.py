@@ -267,7 +267,7 @@ def recipes():
     """A hypothesis strategy over healthy recipes."""
     from hypothesis import strategies as st
 
-    # a run whose whole fall is within two noises and done in its first 2 % of points, or done before its
+    # a run whose whole fall is within three noises and done in its first 2 % of points, or done before its
     # second logged point, is not clean but ambiguous (a fall to a plateau at once is also what a broken
     # run that learns only token frequencies draws): left out
     return st.builds(
@@ -294,4 +294,4 @@ def recipes():
         grad_trend=st.floats(-1.5, 1.5),
         with_config=st.booleans(),
         epochs=st.sampled_from([1.0, 3.0, 10.0]),
-    ).filter(lambda r: ((1 - r.end_frac) >= 2 * r.noise or r.tau_frac >= 0.05) and r.tau_frac * r.points >= 2)
+    ).filter(lambda r: ((1 - r.end_frac) >= 3 * r.noise or r.tau_frac >= 0.05) and r.tau_frac * r.points >= 2)

@@ -17,7 +17,8 @@ def hf_state(steps: int = 20, eval_every: int = 5, nan_at: int | None = None) ->
     hist = []
     for i, loss in enumerate(curve(steps), start=1):
         v = float("nan") if nan_at is not None and i >= nan_at else loss
-        hist.append({"epoch": i / 10, "grad_norm": 1.0 + 0.01 * i, "learning_rate": 1e-4, "loss": v, "step": i})
+        g = float("nan") if nan_at is not None and i >= nan_at else 1.0 + 0.01 * i  # the weights went NaN too
+        hist.append({"epoch": i / 10, "grad_norm": g, "learning_rate": 1e-4, "loss": v, "step": i})
         if i % eval_every == 0:
             hist.append({"epoch": i / 10, "eval_loss": loss + 0.1, "eval_runtime": 0.5, "step": i})
     hist.append(
