@@ -11,7 +11,17 @@ import numpy as np
 
 from ...records.history import RunHistory, Series
 
-__all__ = ["finite_points", "log_noise", "window", "level", "resume_points", "resume_steps", "at_or_after", "fmt_step"]
+__all__ = [
+    "finite_points",
+    "log_noise",
+    "running_median",
+    "window",
+    "level",
+    "resume_points",
+    "resume_steps",
+    "at_or_after",
+    "fmt_step",
+]
 
 
 def finite_points(s: Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -29,6 +39,22 @@ def log_noise(values: np.ndarray) -> float:
         return 0.0
     d = np.diff(np.log(v))
     return float(1.4826 * np.median(np.abs(d - np.median(d))) / np.sqrt(2.0))
+
+
+def running_median(values: np.ndarray, w: int) -> np.ndarray:
+    """The median of the w points centred on each point (fewer at the ends), in chunks: linear memory."""
+    n = len(values)
+    h = w // 2
+    if n <= 2 * h + 1:
+        return np.array([np.median(values[max(0, i - h) : i + h + 1]) for i in range(n)])
+    out = np.empty(n)
+    for i in range(h):  # the ends, with the points there are
+        out[i] = np.median(values[: i + h + 1])
+        out[n - 1 - i] = np.median(values[n - 1 - i - h :])
+    win = np.lib.stride_tricks.sliding_window_view(values, 2 * h + 1)
+    for a in range(0, len(win), 100_000):  # np.median copies its input
+        out[h + a : h + a + min(100_000, len(win) - a)] = np.median(win[a : a + 100_000], axis=1)
+    return out
 
 
 def window(n: int) -> int:

@@ -33,7 +33,7 @@ import numpy as np
 from ...findings import Finding
 from ...records.history import RunHistory
 from ..base import make
-from ._curve import finite_points, fmt_step, log_noise
+from ._curve import finite_points, fmt_step, log_noise, running_median
 
 __all__ = ["judge_plateau", "judge_codebooks", "judge_epoch_boundary"]
 
@@ -73,8 +73,7 @@ def _flat_at(run: RunHistory, s, steps: np.ndarray, vals: np.ndarray, target: fl
     if abs(tail - target) > 0.02 * target:
         return None
     # from where its running median (over 5 % of the run) stays there: single noisy points do not date it
-    w = max(3, len(vals) // 20)
-    smooth = np.array([np.median(vals[max(0, i - w // 2) : i + w // 2 + 1]) for i in range(len(vals))])
+    smooth = running_median(vals, max(3, len(vals) // 20))
     near = np.abs(smooth - target) <= 0.02 * target
     far = np.nonzero(~near)[0]
     settles = min(int(far[-1]) + 1 if len(far) else 0, len(vals) - k)  # from where it stays there
@@ -279,11 +278,15 @@ def judge_epoch_boundary(run: RunHistory) -> list[Finding]:
     if len(bounds) < 3:
         return []
 
-    def jump(b: int) -> float:
-        return float(np.mean(logs[b : b + k]) - np.mean(logs[b - k : b]))
-
-    at = np.array([jump(b) for b in bounds])
-    others = np.array([jump(b) for b in range(k, len(vals) - k) if all(abs(b - c) > k for c in bounds)])
+    # the mean of the k points from b minus that of the k before, at every b (cumulative sums: linear)
+    c = np.concatenate([[0.0], np.cumsum(logs)])
+    b_all = np.arange(k, len(vals) - k + 1)
+    jumps = (c[b_all + k] - c[b_all]) / k - (c[b_all] - c[b_all - k]) / k
+    at = jumps[np.array(bounds) - k]
+    near = np.zeros(len(vals) + 1, dtype=bool)
+    for b in bounds:
+        near[max(0, b - k) : b + k + 1] = True
+    others = jumps[~near[b_all]]
     noise = log_noise(vals)
     if not len(others):
         return []

@@ -5,6 +5,7 @@
   first quarter; from some point on (with at least 5 intervals and a tenth of the run after it), the
   median of the next 5 % and the median of everything after are above 1.8x it, and 80 % of the
   intervals after are above 1.5x it. Slow intervals (an evaluation, a checkpoint) move none of these.
+  Past 2000 intervals, the medians of blocks of consecutive intervals are scanned instead.
 - `resume_jump` (warning): at a resume point (steps going back, or a stopped clock far beyond the
   logging interval) a line through the m points after it (m = 3..10) and one through the m before
   it, both read at the resume step, differ by more than 10 %, by 4 standard errors (from the curve's
@@ -29,6 +30,7 @@ from ._curve import finite_points, fmt_step, log_noise, resume_points, window
 __all__ = ["judge_throughput", "judge_resume"]
 
 CHECK = "checks.history.timing"
+_MAX_POINTS = 2000  # intervals scanned one by one; a longer log is scanned by the medians of blocks
 
 
 def _seconds_per_step(run: RunHistory) -> tuple[np.ndarray, np.ndarray, str] | None:
@@ -56,6 +58,13 @@ def judge_throughput(run: RunHistory) -> list[Finding]:
     if got is None:
         return []
     steps, sec, name = got
+    if len(sec) > _MAX_POINTS:
+        # a long log: the medians of blocks of consecutive intervals (a slow interval moves a block's
+        # median no more than it moved the run's), so the scan stays linear; the step is a block's first
+        block = -(-len(sec) // _MAX_POINTS)
+        cut = len(sec) // block * block
+        sec = np.median(sec[:cut].reshape(-1, block), axis=1)
+        steps = steps[:cut:block]
     n = len(sec)
     if n < 12:
         return []
