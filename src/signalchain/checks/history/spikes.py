@@ -3,8 +3,9 @@
 A loss spike is a point whose log-loss stands above the median of the points before it by more than
 `SPIKE_SIGMAS` times the curve's own point-to-point noise and by at least `SPIKE_RATIO` (a 1.5x jump:
 noise alone on a long, smooth curve can be many sigmas of a tiny noise). It *recovered* when, within
-the next `window` points, the loss comes back to within `SPIKE_RATIO` of its level before; a spike that
-never comes back is an `error` (the run lost what it had learned), one that recovers a `warning`.
+the next `window` points, or over the rest of the run (its median afterwards), the loss comes back to
+within `SPIKE_RATIO` of its level before; a spike that never comes back is an `error` (the run lost
+what it had learned), one that recovers a `warning`.
 Only the first spike is reported, with the count of the others.
 
 A gradient explosion is sustained: at least `EXPLODE_POINTS` consecutive finite gradient norms above
@@ -59,8 +60,11 @@ def judge_spikes(run: RunHistory) -> list[Finding]:
         return []
     i, value, before = found[0]
     after = vals[i + 1 : i + 1 + w]
-    recovered = bool(len(after)) and float(np.min(after)) <= before * SPIKE_RATIO
     settled = float(np.median(vals[i + 1 :])) if i + 1 < len(vals) else value
+    # back within a window, or later: a loss whose level after the spike is the level before it came back
+    recovered = (bool(len(after)) and float(np.min(after)) <= before * SPIKE_RATIO) or (
+        i + 1 < len(vals) and settled <= before * SPIKE_RATIO
+    )
     step = int(steps[i])
     more = f"; {len(found) - 1} more spike(s) later" if len(found) > 1 else ""
     if recovered:
@@ -70,7 +74,7 @@ def judge_spikes(run: RunHistory) -> list[Finding]:
                 "warning",
                 s.name,
                 f"the training loss spikes to {value:.4g} at {fmt_step(run, step)} ({value / before:.2f}x its level "
-                f"{before:.4g} over the {w} points before) and recovers within {w} points{more}",
+                f"{before:.4g} over the {w} points before) and recovers (its median afterwards {settled:.4g}){more}",
                 CHECK,
                 "a recovered spike is one bad batch or a too-large step: look at that step's batch (a clip of "
                 "noise, a caption of a different language, an empty target) and at the gradient norm there; "
