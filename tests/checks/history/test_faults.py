@@ -147,3 +147,18 @@ def test_reader_notes_become_one_info_per_file() -> None:
     run.notes += [ReadNote("a.csv", "cut", 3), ReadNote("a.csv", "bad cell", 9), ReadNote("b.json", "empty")]
     notes = [f for f in judge(build(run, a)) if f.id == "history.unread"]
     assert [f.evidence["path"] for f in notes] == ["a.csv", "b.json"] and all(f.severity.value == "info" for f in notes)
+
+
+def test_a_spike_that_comes_back_after_more_than_a_window_is_recovered() -> None:
+    run, a = clean_base()
+    a["loss"][200:260] *= 6  # high for 60 points (a window is 20), then back to its level
+    f = _one(build(run, a), "history.loss_spike")
+    assert f.evidence["recovered"] is True and f.severity.value == "warning"
+
+
+def test_a_non_finite_gradient_with_a_runaway_loss_is_an_error_not_an_fp16_skip() -> None:
+    run, a = clean_base()
+    a["grad"][300] = np.inf
+    a["loss"][300:] = 1e27  # a nan/inf filter kept the logged loss finite; the run diverged
+    f = _one(build(run, a), "history.nonfinite")
+    assert f.severity.value == "error" and f.evidence["step"] == 301 and f.evidence["loss_ratio"] > 10

@@ -47,6 +47,21 @@ def _stays_bad_from(s: Series, step: int) -> int | None:
     return int(good[-1]) + 1 if len(good) else 0
 
 
+def _runaway(run: RunHistory, step: int) -> tuple[str, float] | None:
+    """(loss name, ratio) when the training loss's median after `step` is over 10x its median before:
+    non-finite gradients that were not skipped but diverged the run; None otherwise."""
+    s = run.first("train_loss")
+    if s is None:
+        return None
+    ok = np.isfinite(s.values)
+    before, after = s.values[ok & (s.steps < step)], s.values[ok & (s.steps >= step)]
+    if len(before) < 3 or len(after) < 3:
+        return None
+    lo = float(np.median(before))
+    hi = float(np.median(after))
+    return (s.name, hi / lo) if lo > 0 and hi > 10 * lo else None
+
+
 def _weights_alive(run: RunHistory, step: int) -> tuple[int, int] | None:
     """(finite, logged) gradient norms after `step` when at least 3 were logged and 80 % are finite and
     non-zero: the model kept training, whatever the logged loss says; None otherwise."""
@@ -118,7 +133,8 @@ def judge_nonfinite(run: RunHistory) -> list[Finding]:
     step, name, s, value = min(firsts, key=lambda t: (t[0], t[2].role not in _LOSSES, t[1]))
     moved = what_moved(run, step)
     before = "; ".join(moved) if moved else "no judged metric moved in the window before it"
-    if not losses:
+    runaway = _runaway(run, step)
+    if not losses and runaway is None:
         scaler = run.first("loss_scale") is not None
         share = float(np.mean(~np.isfinite(s.values))) if len(s) else 0.0
         # a few skipped steps are what a scaler is for, and a burst at the start is one calibrating its
@@ -147,6 +163,26 @@ def judge_nonfinite(run: RunHistory) -> list[Finding]:
                 series=name,
                 before=moved,
                 nonfinite_share=share,
+            )
+        ]
+    if not losses:  # the gradient went non-finite and the logged loss, though finite, ran away
+        lname, ratio = runaway  # type: ignore[misc]
+        return [
+            make(
+                "history.nonfinite",
+                "error",
+                name,
+                f"{name} is {value} at {fmt_step(run, step)} and the logged loss {lname!r} then stands "
+                f"{ratio:.3g}x its level before: the run diverged (a filter kept the logged loss finite); "
+                f"before it: {before}",
+                CHECK,
+                "bisect the checkpoints around that step; a rising gradient norm before it points at the learning "
+                "rate or missing clipping",
+                step=step,
+                series=name,
+                before=moved,
+                loss_series=lname,
+                loss_ratio=ratio,
             )
         ]
     lstep, lname, lseries, lvalue = min(losses, key=lambda t: (t[0], t[1]))

@@ -5,7 +5,8 @@ A loss spike is a point whose log-loss stands above the median of the points bef
 more than `SPIKE_TAIL` times the 90th percentile of its own residuals (heavy-tailed noise has large
 ordinary excursions), by more than 3x its 5th (or 2 %-th) largest excursion, and by at least
 `SPIKE_RATIO` (a 1.5x jump: noise alone on a long, smooth curve can be many sigmas of a tiny noise).
-It *recovered* when the loss later comes back to within `SPIKE_RATIO` of its level before; a spike
+It *recovered* when, within the next `window` points, or at the end of the log (the median of its
+last quarter after the spike), the loss is back within `SPIKE_RATIO` of its level before; a spike
 that never comes back is an `error` (the run lost what it had learned), one that recovers a
 `warning`, one the log ends on a `warning` (unknown). On a curve of fewer than `FEW_POINTS` points its
 noise is a guess: a recovered spike is `info`, an unrecovered one a `warning`. Only the first spike is
@@ -110,22 +111,28 @@ def judge_spikes(run: RunHistory) -> list[Finding]:
         return []
     i, value, before = found[0]
     rest = vals[i + 1 :]
-    back = np.nonzero(rest <= before * SPIKE_RATIO)[0]
-    recovered = bool(len(back))
+    after = rest[:w]
     settled = float(np.median(rest)) if len(rest) else value
+    # back within a window, or by the end: the level the log ends at (the median of the last quarter of
+    # what follows, at least a window) is the level before the spike; one low point proves nothing
+    end_level = float(np.median(rest[-max(w, len(rest) // 4) :])) if len(rest) else value
+    recovered = (len(after) > 0 and float(np.min(after)) <= before * SPIKE_RATIO) or (
+        len(rest) >= 3 and end_level <= before * SPIKE_RATIO
+    )
+    back = np.nonzero(rest <= before * SPIKE_RATIO)[0]
     step = int(steps[i])
     more = f"; {len(found) - 1} more spike(s) later" if len(found) > 1 else ""
     few = len(vals) < FEW_POINTS  # the curve's own noise is a guess on so few points: context, not a verdict
     if recovered:
-        took = int(back[0]) + 1
+        took = int(back[0]) + 1 if len(back) else len(rest)
         return [
             make(
                 "history.loss_spike",
                 "info" if few else "warning",
                 s.name,
                 f"the training loss spikes to {value:.4g} at {fmt_step(run, step)} ({value / before:.2f}x its level "
-                f"{before:.4g} over the {w} points before) and is back within {SPIKE_RATIO:g}x of it "
-                f"{took} point(s) later{more}",
+                f"{before:.4g} over the {w} points before) and recovers (first back within {SPIKE_RATIO:g}x "
+                f"of it {took} point(s) later; its median afterwards {settled:.4g}){more}",
                 CHECK,
                 "a recovered spike is one bad batch or a too-large step: look at that step's batch (a clip of "
                 "noise, a caption of a different language, an empty target) and at the gradient norm there; "
