@@ -2,7 +2,7 @@
 
 - `plateau` / `from_start` (warning): over a run of at least 20 points, no quarter of what follows its
   first 3 points, its first 5 % or its first quarter has a median below theirs by more than 2
-  standard errors of the difference (from the curve's own point noise) and 0.2 %; and the change from
+  standard errors of the difference (from the curve's own point noise) and 1 %; and the change from
   the first quarter to the median of all the rest, either way, plus 2 standard errors, stays under
   3 % of the level (a noisy curve of few points is too uncertain to call flat): the loss never fell, anywhere.
   `uniform`: the last quarter's median is within 2 % of ln(V)
@@ -14,9 +14,9 @@
 - `codebook_stalled` (warning; info under 6 points): with per-codebook losses of at least 2 codebooks
   (training ones, else validation ones), one codebook's relative drop (first 10 % to last 10 %) is
   below a quarter of the median drop of the others, while those dropped by at least 5 %, and the two
-  drops differ by more than 4 standard errors (from each curve's own point noise). The step is where
-  it stops falling (its smoothed drop reaches 90 % of its total; the first step when it never fell);
-  `parts_at` is where the others have made half their drop and it has not made a quarter of theirs.
+  drops differ by more than 4 standard errors (from each curve's own point noise). `parts_at` is where
+  the others have made half their drop and it has not made a quarter of theirs; the step is that, or
+  earlier where it stopped falling (its smoothed drop reaches 90 % of its total).
 - `epoch_boundary` (warning): with an epoch counter logged (or `steps_per_epoch` configured), the loss
   jumps the same way (up, or down) across at least 3 epoch boundaries, each jump above 3x the curve's
   noise, and the median jump at boundaries above 5x the median jump between the same number of points
@@ -147,7 +147,7 @@ def judge_plateau(run: RunHistory) -> list[Finding]:
         q = max(3, len(rest) // 4)
         b = min(float(np.median(rest[j : j + q])) for j in range(0, len(rest) - q + 1, q))
         se = 1.2533 * sigma0 * a * math.sqrt(1.0 / k + 1.0 / q)
-        if a - b > max(2.0 * se, 0.002 * abs(a)):
+        if a - b > max(2.0 * se, 0.01 * abs(a)):  # fell beyond its noise and by 1 %: it learnt something
             return []
     # "flat" only when the first quarter against all the rest (the most points, and no minimum taken
     # over segments to bias it) bounds the fall tightly
@@ -157,7 +157,7 @@ def judge_plateau(run: RunHistory) -> list[Finding]:
     if abs(fall) + 2.0 * bound > FLAT_BOUND * abs(a):
         return []  # too noisy to say (or rising: not a plateau): the level may have moved by more than 3 %
     k = len(vals) // 4
-    if a - b <= max(2.0 * se, 0.002 * abs(a)):
+    if a - b <= max(2.0 * se, 0.01 * abs(a)):  # (what the loop above left standing)
         return [
             make(
                 "history.plateau",
@@ -223,9 +223,9 @@ def judge_codebooks(run: RunHistory) -> list[Finding]:
             parted = np.nonzero((med >= 0.5 * typical) & (mine < 0.25 * med))[0]
             parts = int(steps[parted[0]]) if len(parted) else int(steps[0])
             # where the problem shows: where this codebook stopped falling (its own drop reaches 90 % of
-            # what it ever makes) — the first step when it never fell; the others leave it at `parts_at`
+            # what it ever makes), or where the others leave it (`parts_at`) when that comes first
             stop = np.nonzero(mine >= 0.9 * max(drops[i], 0.0))[0] if drops[i] > 0.01 else np.array([0])
-            at = int(steps[stop[0]]) if len(stop) else int(steps[0])
+            at = min(int(steps[stop[0]]) if len(stop) else int(steps[0]), parts)
             out.append(
                 make(
                     "history.codebook_stalled",

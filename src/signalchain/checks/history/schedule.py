@@ -12,6 +12,8 @@
   4x the largest move between points before it, and the 3 values after it replay (within 10 %) what the
   run logged that many steps after its own start: the schedule began again. Where the steps went back
   (a checkpoint reloaded), the rate is compared with what the run logged at that same step before.
+  The rate logged at the resume step may still be the old schedule's: the resume point and the next
+  two are looked at. A rate back to exactly 0 counts when the run's own schedule started near 0.
   A step decay that falls on a long pause (an evaluation) jumps to a value the start never had: silent.
 - `warmup_restarted` (warning): mid-run, the rate falls to at most 30 % of its peak so far and then
   climbs for at least 3 points back above half of that peak, without a resume point (a cyclic
@@ -175,39 +177,48 @@ def _restarted(
     # the rate's own series rarely has a clock: the restarts are read off the loss's
     resumes |= {_position(steps, st) for st in resume_steps(run)}
     resumes = sorted(r for r in resumes if 2 <= r < len(lr))
-    for r in resumes:
-        after = float(lr[r])
-        earlier = np.nonzero(steps[:r] == steps[r])[0]
-        went_back = steps[r] <= steps[r - 1]
-        if went_back and len(earlier):
-            before = float(lr[earlier[-1]])  # what the schedule gave at this very step the first time
-            moves = np.array([0.0])
-        else:
-            before = float(lr[r - 1])
-            moves = np.abs(np.diff(np.log(np.maximum(lr[max(0, r - 10) : r], 1e-30))))
-        if before <= 0 or after <= 0:
-            continue
-        jump = abs(np.log(after / before))
-        # a restarted scheduler replays its schedule from step 0: a step decay that happens to fall on a
-        # long pause (an evaluation at an epoch's end) jumps too, but to a value the start never had
-        replays = went_back and len(earlier) or _replays(steps, lr, r)
-        if replays and jump > max(np.log(1.5), 4 * float(np.max(moves)) if len(moves) else 0.0):
-            what = "at the same step before the restart" if went_back and len(earlier) else "a point before"
-            return [
-                _finding(
-                    "warning",
-                    name,
-                    f"at the resume at {fmt_step(run, int(steps[r]))} the learning rate is {after:.3g}, against "
-                    f"{before:.3g} {what} ({after / before:.3g}x): the scheduler was built afresh instead of restored",
-                    "restore the scheduler's state with the optimizer's (HF: resume_from_checkpoint restores "
-                    "scheduler.pt; a plain loop: save and load scheduler.state_dict()), or step it to the resumed "
-                    "step",
-                    steps[r],
-                    "restarted_on_resume",
-                    before=before,
-                    after=after,
-                )
-            ], resumes
+    peak = float(np.max(lr)) if len(lr) else 0.0
+    for r0 in resumes:
+        # the rate logged at the resume step may still be the old schedule's (logged before the fresh
+        # scheduler's first step): the restart shows on that point or one of the next two
+        for r in range(r0, min(r0 + 3, len(lr))):
+            after = float(lr[r])
+            earlier = np.nonzero(steps[:r] == steps[r])[0]
+            went_back = bool(steps[r] <= steps[r - 1])
+            if went_back and len(earlier):
+                before = float(lr[earlier[-1]])  # what the schedule gave at this very step the first time
+                moves = np.array([0.0])
+            else:
+                before = float(lr[r - 1])
+                moves = np.abs(np.diff(np.log(np.maximum(lr[max(0, r - 10) : r], 1e-30))))
+            if before <= 0:
+                continue
+            if after <= 0:
+                # back to exactly 0: a warm-up from 0 again, when the run's own schedule started at ~0
+                jump, replays = np.inf, bool(lr[0] <= 0.01 * peak)
+            else:
+                jump = abs(np.log(after / before))
+                # a restarted scheduler replays its schedule from step 0: a step decay that happens to fall on
+                # a long pause (an evaluation at an epoch's end) jumps too, but to a value the start never had
+                replays = bool(went_back and len(earlier)) or _replays(steps, lr, r)
+            if replays and jump > max(np.log(1.5), 4 * float(np.max(moves)) if len(moves) else 0.0):
+                what = "at the same step before the restart" if went_back and len(earlier) else "a point before"
+                ratio = f"{after / before:.3g}x"
+                return [
+                    _finding(
+                        "warning",
+                        name,
+                        f"at the resume at {fmt_step(run, int(steps[r]))} the learning rate is {after:.3g}, against "
+                        f"{before:.3g} {what} ({ratio}): the scheduler was built afresh instead of restored",
+                        "restore the scheduler's state with the optimizer's (HF: resume_from_checkpoint restores "
+                        "scheduler.pt; a plain loop: save and load scheduler.state_dict()), or step it to the "
+                        "resumed step",
+                        steps[r],
+                        "restarted_on_resume",
+                        before=before,
+                        after=after,
+                    )
+                ], resumes
     return [], resumes
 
 

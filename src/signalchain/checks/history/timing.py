@@ -7,15 +7,15 @@
   intervals after are above 1.5x it. Slow intervals (an evaluation, a checkpoint) move none of these.
   Past 2000 intervals, the medians of blocks of consecutive intervals are scanned instead.
 - `resume_jump` (warning): at a resume point (steps going back, or a stopped clock far beyond the
-  logging interval) a line through the m points after it (m = 3..10) and one through the m before
-  it, both read at the resume step, differ by more than 10 %, by 4 standard errors (from the curve's
-  own point noise and each line's reading error), and by twice what either line moves across its
-  own points (where the curve bends that much, a line cannot tell a jump from the bend): a steep
-  fall or sparse logging is not a jump. Where the steps went back, "before" is the level the run had
-  at those same steps the first time (a correct resume replays it), not its level when it stopped.
-  The resumed run did not continue the one that stopped (optimizer moments, the scheduler or the data
-  position were not restored, or another checkpoint was loaded). With fewer than 5 points on a side
-  it is `info`.
+  logging interval) the loss's level after it departs from the level expected there by more than
+  10 % and 4 standard errors (from the curve's own point noise). Where the steps went back (a
+  checkpoint reloaded), the expected level is what the run logged at those same steps the first time
+  (a correct resume replays it): the median of the first 5 step-for-step differences. Where the clock
+  stopped, it is a line through the 3-10 points before, read at the resume step, against the median
+  of the 5 points from it; where that line itself moves by half the jump (the curve's first steep
+  fall), a line cannot tell a jump from the bend: silent. The resumed run did not continue the one
+  that stopped (optimizer moments, the scheduler or the data position were not restored, or another
+  checkpoint was loaded). With fewer than 5 points on a side it is `info`.
 """
 
 from __future__ import annotations
@@ -129,27 +129,40 @@ def judge_resume(run: RunHistory) -> list[Finding]:
         if pos < 3 or pos > len(vals) - 3:
             continue
         at = float(steps[pos])
-        right = slice(pos, min(len(vals), pos + m))
         went_back = bool(steps[pos] <= steps[pos - 1])
+        k = min(5, m, len(vals) - pos)
+        n_left, n_right = 0, k
         if went_back:
-            # a checkpoint reloaded: the run should replay the level it had at those steps the first time
-            first = np.nonzero(steps[:pos] >= steps[pos])[0][:m]
-            if len(first) < 2:
+            # a checkpoint reloaded: the replay should give, step for step, the level the run had at those
+            # same steps the first time; the median of the first k differences (no trend between them)
+            first = {int(st): float(lg) for st, lg in zip(steps[:pos], logs[:pos])}
+            pairs = [
+                (lg, first[int(st)]) for st, lg in zip(steps[pos : pos + m], logs[pos : pos + m]) if int(st) in first
+            ]
+            if len(pairs) < 3:
                 continue
-            lx, ly = steps[first], logs[first]
+            diffs = np.array([p[0] - p[1] for p in pairs[:k]])
+            change = float(np.median(diffs))
+            b = float(np.median([p[1] for p in pairs[:k]]))
+            se = sigma * np.sqrt(2.0 * 1.57 / len(diffs))
+            bend = 0.0
+            n_left = n_right = len(diffs)
         else:
+            # the line through the m points before, read at the resume step, against the median of the k
+            # points from it (a transient right after the restart is the signal, not a bend to discount)
             left = slice(max(0, pos - m), pos)
-            lx, ly = steps[left], logs[left]
-        # each side's own line, read at the resume step: a steep fall or sparse logging is no jump
-        (b, moves_l, var_l), (a_, moves_r, var_r) = _level_at(lx, ly, at), _level_at(steps[right], logs[right], at)
-        change = a_ - b
-        se = sigma * np.sqrt(var_l + var_r)  # each line read at (or beyond) its end
-        # where the curve itself moves that much within a side (its first steep fall), a line cannot
-        # tell a jump from a bend: ambiguous, silent
-        if abs(change) > max(np.log(1.1), 4.0 * se, 2.0 * moves_l, 2.0 * moves_r):
+            b, moves_l, var_l = _level_at(steps[left], logs[left], at)
+            change = float(np.median(logs[pos : pos + k])) - b
+            se = sigma * np.sqrt(var_l + 1.57 / k)
+            # where the curve bends that much within the m points before (its first steep fall), a line
+            # cannot tell a jump from the bend: ambiguous, silent
+            bend = 2.0 * moves_l
+            n_left = len(logs[left])
+        a_ = b + change
+        if abs(change) > max(np.log(1.1), 4.0 * se, bend):
             before, after = float(np.exp(b)), float(np.exp(a_))
             step = int(steps[pos])
-            few = min(len(lx), len(logs[right])) < 5  # lines through a handful of points: context only
+            few = min(n_left, n_right) < 5  # a handful of points on a side: context only
             return [
                 make(
                     "history.resume_jump",
