@@ -92,3 +92,14 @@ def test_no_warmup_is_info_at_most() -> None:
     run.config["warmup_steps"] = 50
     f = _kinds(build(run, a))["no_warmup"]
     assert f.severity.value == "info" and f.evidence["step"] == 1
+
+
+def test_a_restart_that_shows_one_point_after_the_resume_and_starts_from_zero() -> None:
+    # requeued at step 200 without the scheduler's state: the rate logged at 200 is still the old one,
+    # the fresh warm-up (from exactly 0) shows from 201
+    run, a = clean_base()
+    a["wall"][199:] += 7200
+    a["lr"][:20] = 3e-4 * np.arange(0, 20) / 20  # the run's own warm-up starts at 0
+    a["lr"][200:] = np.minimum(3e-4 * np.arange(0, 200) / 20, 3e-4)  # ... and again from step 201
+    f = _kinds(build(run, a))["restarted_on_resume"]
+    assert f.evidence["step"] == 201 and f.evidence["after"] == 0.0

@@ -59,3 +59,13 @@ def test_slow_steps_that_stay_and_pauses_that_do_not() -> None:
     a["wall"] = 1.7e9 + np.cumsum(gaps)
     (f,) = _ids(build(run, a), "history.throughput_drop")
     assert 296 <= f.evidence["step"] <= 306
+
+
+def test_a_reload_that_restored_the_model_only_jumps_then_relearns() -> None:
+    # fresh Adam moments after reloading checkpoint-200: the loss leaps at the first update and decays
+    # back over ~15 points; the judge reads the replay step for step against the first pass
+    run, a = clean_base()
+    b, at = _reloaded(a)
+    b["loss"][at + 1 :] *= 1 + 0.35 * np.exp(-np.arange(len(b["loss"]) - at - 1) / 5)
+    (f,) = _ids(build(run, b), "history.resume_jump")
+    assert f.evidence["step"] == 201 and f.evidence["after"] > f.evidence["before"]
