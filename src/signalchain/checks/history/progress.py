@@ -47,7 +47,8 @@ def judge_plateau(run: RunHistory) -> list[Finding]:
     q = len(vals) // 4  # quarters: enough points that noise per step does not decide
     # the lowest quarter anywhere after the first: a loss that fell and later rose (a corrupted shard, a
     # divergence) did learn; what happened later is another judge's
-    means = np.convolve(vals, np.ones(q) / q, mode="valid")
+    cs = np.concatenate([[0.0], np.cumsum(vals)])
+    means = (cs[q:] - cs[:-q]) / q  # the mean of every q consecutive points, linear in the log's length
     j = q + int(np.argmin(means[q:])) if len(means) > q else len(vals) - q
     head, tail = vals[:q], vals[j : j + q]
     a, b = float(np.mean(head)), float(np.mean(tail))
@@ -156,11 +157,14 @@ def judge_epoch_boundary(run: RunHistory) -> list[Finding]:
     if len(bounds) < 3:
         return []
 
-    def jump(b: int) -> float:
-        return float(np.mean(logs[b : b + k]) - np.mean(logs[b - k : b]))
-
-    at = np.array([jump(b) for b in bounds])
-    others = np.array([jump(b) for b in range(k, len(vals) - k) if all(abs(b - c) > k for c in bounds)])
+    cs = np.concatenate([[0.0], np.cumsum(logs)])
+    pos = np.arange(k, len(vals) - k + 1)
+    jumps = ((cs[pos + k] - cs[pos]) - (cs[pos] - cs[pos - k])) / k  # mean after - mean before, at each point
+    at = jumps[np.asarray(bounds) - k]
+    near = np.zeros(len(pos), dtype=bool)
+    for b in bounds:
+        near[max(0, b - k - k) : b - k + k + 1] = True  # within k points of a boundary
+    others = jumps[~near]
     noise = log_noise(vals)
     if not len(others):
         return []

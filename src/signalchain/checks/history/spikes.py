@@ -20,7 +20,7 @@ import numpy as np
 from ...findings import Finding
 from ...records.history import RunHistory
 from ..base import make
-from ._curve import finite_points, fmt_step, log_noise, window
+from ._curve import finite_points, fmt_step, log_noise, prefix_medians, rolling_median_before, window
 
 __all__ = ["judge_spikes", "judge_grad_explosion", "SPIKE_SIGMAS", "SPIKE_RATIO", "EXPLODE_RATIO", "EXPLODE_POINTS"]
 
@@ -36,14 +36,12 @@ def _spikes(values: np.ndarray, w: int, noise: float) -> list[tuple[int, float, 
     out = []
     logs = np.log(values)
     jump = max(SPIKE_SIGMAS * noise, np.log(SPIKE_RATIO))
-    i = w
-    while i < len(values):
-        base = float(np.median(logs[i - w : i]))
-        if logs[i] - base > jump:
-            out.append((i, float(values[i]), float(np.exp(base))))
-            i += w  # one spike, not each of its points
-        else:
-            i += 1
+    base = rolling_median_before(logs, w)
+    nxt = w
+    for i in np.nonzero(logs - base > jump)[0]:  # NaN before w compares False
+        if i >= nxt:
+            out.append((int(i), float(values[i]), float(np.exp(base[i]))))
+            nxt = i + w  # one spike, not each of its points
     return out
 
 
@@ -116,9 +114,11 @@ def judge_grad_explosion(run: RunHistory) -> list[Finding]:
         return []
     w = window(len(vals))
     run_len = 0
+    bases = prefix_medians(vals)
+    high = (bases > 0) & (vals > EXPLODE_RATIO * bases)
     for i in range(w, len(vals)):
-        base = float(np.median(vals[:i]))
-        if base > 0 and vals[i] > EXPLODE_RATIO * base:
+        base = float(bases[i])
+        if high[i]:
             run_len += 1
             if run_len >= EXPLODE_POINTS:
                 start = i - run_len + 1
