@@ -5,7 +5,8 @@
 Writes, in a temporary folder, a run of `--points` logged values in each format with its real writer
 or exact layout (TensorBoard through torch's `SummaryWriter`, a Lightning `metrics.csv`, an HF
 `trainer_state.json` as `TrainerState.save_to_json` writes it), then times `signalchain.history.read`
-on each (best of 2) and prints the points per second. Writing is not timed.
+on each (best of 2) and prints the points per second, then the time every history judge takes on
+what was read. Writing is not timed.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from signalchain.checks.history import judge
 from signalchain.history import read
 
 
@@ -71,10 +73,14 @@ def main() -> None:
                 run = read(path)
                 best = min(best, time.perf_counter() - t)
                 n = run.points()
+            t = time.perf_counter()
+            judge(run)
+            judged = time.perf_counter() - t
             size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
             print(
                 f"{fmt:14s} {n:>9,d} points  {size / 2**20:6.1f} MiB  read in {best:5.2f} s  "
-                f"{n / best:>10,.0f} points/s  goal 5 s for 10^6: {'within' if n / best >= 2e5 else 'OVER'}"
+                f"{n / best:>10,.0f} points/s  goal 5 s for 10^6: {'within' if n / best >= 2e5 else 'OVER'}; "
+                f"judged in {judged:.2f} s"
             )
 
 
