@@ -17,8 +17,8 @@ from pathlib import Path
 
 import torch
 import transformers
-from _rank_jobs import held_codes
 
+from _rank_jobs import held_codes
 from signalchain.integrations.hf_musicgen.labels import delayed_codes, labels_from_pattern
 from signalchain.integrations.hf_trainer import SignalchainCallback
 from signalchain.reference.hf.tiny import tiny_model, tiny_tokenizer

@@ -14,8 +14,8 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
 import torch  # noqa: E402
-from _rank_jobs import held_codes  # noqa: E402
 
+from _rank_jobs import held_codes  # noqa: E402
 from signalchain.integrations.hf_musicgen.labels import delayed_codes, labels_from_pattern  # noqa: E402
 from signalchain.integrations.hf_trainer import SignalchainCallback  # noqa: E402
 from signalchain.reference.hf.tiny import tiny_model, tiny_tokenizer  # noqa: E402

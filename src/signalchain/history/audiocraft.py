@@ -23,6 +23,7 @@ import re
 from ..records.history import Checkpoint, ReadNote, RunHistory
 from ._jsonfile import read_json
 from ._points import Points, number
+from ._yamlfile import read_yaml
 
 __all__ = ["is_audiocraft", "read_audiocraft"]
 
@@ -80,20 +81,7 @@ def read_audiocraft(path: str) -> RunHistory:
 
 
 def _config(path: str, run: RunHistory) -> None:
-    if not os.path.isfile(path):
-        return
-    try:
-        import yaml
-    except ImportError:
-        run.notes.append(ReadNote(path, "not read: PyYAML is not installed"))
-        return
-    run.sources.append(path)  # read even when it does not parse: the note names it
-    try:
-        with open(path, encoding="utf-8") as fh:
-            cfg = yaml.safe_load(fh)  # safe_load: plain data only, never Python objects
-    except Exception as exc:
-        run.notes.append(ReadNote(path, f"not read: {exc}"))
-        return
+    cfg = read_yaml(path, run, "not read")
     optim = cfg.get("optim") if isinstance(cfg, dict) else None
     if isinstance(optim, dict) and number(optim.get("lr")) is not None:
         run.config["learning_rate"] = float(optim["lr"])

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..records.history import ReadNote, RunHistory, Series
 from ._points import number
+from ._yamlfile import read_yaml
 
 __all__ = ["is_lightning_csv", "is_wandb_csv", "read_csv_log"]
 
@@ -240,20 +241,7 @@ def _ends_with_newline(path: str) -> bool:
 
 
 def _hparams(path: str, run: RunHistory) -> None:
-    if not os.path.isfile(path):
-        return
-    try:
-        import yaml
-    except ImportError:
-        run.notes.append(ReadNote(path, "not read: PyYAML is not installed"))
-        return
-    run.sources.append(path)  # read even when it does not parse: the note names it
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)  # safe_load: plain data only, never Python objects
-    except Exception as exc:
-        run.notes.append(ReadNote(path, f"is not YAML: {exc}"))
-        return
+    data = read_yaml(path, run, "is not YAML")
     if isinstance(data, dict):
         for k, v in data.items():
             if isinstance(v, (int, float, str, bool)) or v is None:
