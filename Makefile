@@ -1,5 +1,5 @@
 # Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
-# Both create .venv when it is missing (with the [dev], [hf], [lightning] and [symbolic] extras: the HF MusicGen bed's, the trainer callbacks' and the symbolic bed's tests run). torch==2.13.0 is installed first, on its own: it is the CPU
+# Both create .venv when it is missing (with the [dev], [hf], [lightning], [symbolic] and [ray] extras: the HF MusicGen bed's, the trainer callbacks', the symbolic bed's and the Ray audit's tests run). torch==2.13.0 is installed first, on its own: it is the CPU
 # wheel on this machine's disk, and a bare torch requirement would pull a multi-GB CUDA build.
 # Set-up also installs FluidSynth and a General MIDI soundfont for the symbolic players where apt-get
 # can run (root, or sudo without a password); elsewhere it says in one line that the players will use
@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip 2>&1 | grep -v "is ignored" || true
 	$(PIP) install -q torch==2.13.0 2>&1 | grep -v "is ignored" || true
-	$(PIP) install -q -e '.[dev,hf,lightning,symbolic]' 2>&1 | grep -v "is ignored" || true
+	$(PIP) install -q -e '.[dev,hf,lightning,symbolic,ray]' 2>&1 | grep -v "is ignored" || true
 	@$(PY) -c "import signalchain, torch; print('signalchain', signalchain.__version__, '· torch', torch.__version__)"
 	@sh tools/setup_fluidsynth.sh
 	@touch $(STAMP)

@@ -19,9 +19,13 @@ from ..records.audit import MUSICINFO_REQUIRED, Item, Measure
 from ..stats import CLIP_LEVEL, SILENCE_DBFS, to_dbfs
 from .rows import loads_json
 
-__all__ = ["measure_audio", "measure_example", "read_sidecar", "hash_cache_refs", "quick_summary"]
+__all__ = ["measure_audio", "measure_example", "measure_batch", "read_sidecar", "hash_cache_refs", "quick_summary",
+           "Task", "LOST"]
 
 _FRAME_SECONDS = 0.02
+LOST = "lost: "  # the problem of a file no worker could finish (an engine's finding; never cached)
+
+Task = tuple[int, Item, bool]  # (number, item, decode it?)
 SIDECAR_LIMIT = 16 << 20  # bytes: a MusicInfo sidecar is a few hundred; past this it is not one
 
 
@@ -177,3 +181,17 @@ def hash_cache_refs(item: Item) -> None:
         except (SignalchainError, OSError):
             hashes.append("")
     item.cache_hashes = hashes
+
+
+def measure_batch(batch: list[Task]) -> list[tuple[int, Item, Measure | None]]:
+    """In a worker (a process of the local pool, or a Ray task): read each item's sidecar and cache
+    hashes; decode and measure where asked. An exception is that item's problem, never the batch's."""
+    out = []
+    for n, item, measure in batch:
+        try:
+            read_sidecar(item)
+            hash_cache_refs(item)
+            out.append((n, item, measure_example(item.path) if measure and item.path else None))
+        except Exception as exc:  # an input nobody foresaw: this example's finding, not the run's end
+            out.append((n, item, Measure(problem=f"unreadable: {type(exc).__name__}: {exc}")))
+    return out

@@ -40,7 +40,8 @@ from .judge_splits import (
     judge_shared_ids,
 )
 from .leakage import Entry, Match, find_matches, train_split
-from .measure import hash_cache_refs, measure_example, read_sidecar
+from .measure import LOST, Task, measure_batch
+from .search import SHARD_VECTORS, ShardRunner
 from .sources import Source, read_items, resolve_sources
 
 __all__ = ["AuditResult", "run_audit", "Progress", "PER_ID_LIMIT"]
@@ -72,22 +73,7 @@ class AuditResult:
     search: dict[str, float] = field(default_factory=dict)
     cache: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
-
-
-Task = tuple[int, Item, bool]  # (number, item, decode it?)
-
-
-def _work(batch: list[Task]) -> list[tuple[int, Item, Measure | None]]:
-    """In a worker: read each item's sidecar and cache hashes; decode and measure where asked."""
-    out = []
-    for n, item, measure in batch:
-        try:
-            read_sidecar(item)
-            hash_cache_refs(item)
-            out.append((n, item, measure_example(item.path) if measure and item.path else None))
-        except Exception as exc:  # an input nobody foresaw: this example's finding, not the run's end
-            out.append((n, item, Measure(problem=f"unreadable: {type(exc).__name__}: {exc}")))
-    return out
+    engine: dict[str, Any] = field(default_factory=lambda: {"engine": "local"})
 
 
 def _cap(findings: list[Finding]) -> list[Finding]:
@@ -141,14 +127,15 @@ class _Collector:
         self.kept: dict[int, tuple[Entry, np.ndarray, str]] = {}
         self.files: dict[int, dict[str, Any]] = {}
         self.captions: dict[int, tuple[Item, str]] = {}
-        self.stats: dict[str, SplitStats] = defaultdict(SplitStats)
+        self.sums: dict[int, tuple[str, int, float, float]] = {}  # item -> its split's sums (added in order)
         self.fresh: list[tuple[str, tuple[int, int], Measure]] = []
 
     def take(self, n: int, item: Item, m: Measure | None) -> None:
         if m is None:  # not decoded in the worker: from the cache, or a file that is not there
             m = self.cached.get(n) or (Measure(problem="missing") if item.path and item.path not in self.keys else None)
         self.per_item[n] = run_check("audit.items", judge_item, item, m, self.max_tokens)
-        if m is not None and n not in self.cached and item.path in self.keys:  # silent and unreadable files too
+        if m is not None and n not in self.cached and item.path in self.keys and not (m.problem or "").startswith(LOST):
+            # silent and unreadable files too; a lost one is measured again next time
             self.fresh.append((item.path, self.keys[item.path], m))
             if len(self.fresh) >= 256:
                 self.flush()
@@ -161,7 +148,7 @@ class _Collector:
             return
         self.captions[n] = (item, m.audio_hash)
         if not m.summary.get("nonfinite_fraction"):  # NaN statistics say nothing about where they came from
-            self.stats[item.split].add(m.samples, m.total, m.total_sq)
+            self.sums[n] = (item.split, m.samples, m.total, m.total_sq)
         entry = Entry(item.split, item.ref, item.where, m.audio_hash, m.seconds, m.fp is None or m.fp.silent,
                       item.source_id, item.title, item.artist, item.cache_refs, item.cache_hashes)
         windows = np.zeros((0, DIM), np.float16) if m.fp is None else m.fp.windows.astype(np.float16)
@@ -172,6 +159,15 @@ class _Collector:
             self.cache.put_many(self.fresh)
             self.fresh.clear()
 
+    @property
+    def stats(self) -> dict[str, SplitStats]:
+        """Each split's sums, added in manifest order: the same floats whatever order the workers finished in."""
+        out: dict[str, SplitStats] = defaultdict(SplitStats)
+        for n in sorted(self.sums):
+            split, samples, total, total_sq = self.sums[n]
+            out[split].add(samples, total, total_sq)
+        return out
+
     def item_findings(self) -> list[Finding]:
         return [f for n in sorted(self.per_item) for f in self.per_item[n]]
 
@@ -180,7 +176,7 @@ def _dispatch(chunks: list[list[Task]], workers: int, sink: _Collector, progress
     """Measure every chunk, in this process or in `workers` processes, feeding results to `sink`."""
     if workers <= 1:
         for chunk in chunks:
-            for n, item, m in _work(chunk):
+            for n, item, m in measure_batch(chunk):
                 sink.take(n, item, m)
             progress.advance(len(chunk))
         return
@@ -188,7 +184,7 @@ def _dispatch(chunks: list[list[Task]], workers: int, sink: _Collector, progress
         todo = iter(chunks)
         running: set[Future[list[tuple[int, Item, Measure | None]]]] = set()
         for chunk in todo:  # a bounded number of tasks in flight: memory stays flat on any size
-            running.add(pool.submit(_work, chunk))
+            running.add(pool.submit(measure_batch, chunk))
             if len(running) >= 4 * workers:
                 break
         while running:
@@ -200,11 +196,12 @@ def _dispatch(chunks: list[list[Task]], workers: int, sink: _Collector, progress
                 progress.advance(len(batch))
                 nxt = next(todo, None)
                 if nxt is not None:
-                    running.add(pool.submit(_work, nxt))
+                    running.add(pool.submit(measure_batch, nxt))
 
 
 def _cross_split(sink: _Collector, cache: FingerprintCache, workers: int, fitted: FittedStats | None,
-                 sampled: list[int] | list[str] | None, sampler_file: str | None, progress: Progress
+                 sampled: list[int] | list[str] | None, sampler_file: str | None, progress: Progress,
+                 shard_vectors: int, run_shards: ShardRunner | None,
                  ) -> tuple[list[Finding], list[Entry], list[Match], dict[str, float]]:
     order = sorted(sink.kept)
     entries = [sink.kept[n][0] for n in order]
@@ -214,7 +211,8 @@ def _cross_split(sink: _Collector, cache: FingerprintCache, workers: int, fitted
     progress.say("searching for the same audio across splits")
     try:
         matches, search = find_matches(entries, windows, lambda i: cache.frames(paths_of[i]),
-                                       threads=max(1, workers), progress=progress.say)
+                                       threads=max(1, workers), progress=progress.say, shard_vectors=shard_vectors,
+                                       run_shards=run_shards)
     except Exception as exc:  # the search failing is one finding; the per-file results stand
         out.append(check_failed("audit.search", exc))
         matches, search = [], {}
@@ -235,8 +233,17 @@ def _cross_split(sink: _Collector, cache: FingerprintCache, workers: int, fitted
 def run_audit(paths: Sequence[str] = (), splits: Sequence[tuple[str, str]] = (), *, workers: int = 1,
               max_caption_tokens: int | None = None, stats_file: str | None = None,
               sampler_file: str | None = None, cache_path: str | Path | None = None,
-              progress: Progress | None = None) -> AuditResult:
-    """Audit the datasets at `paths` and the named `splits` (NAME, PATH); see the module docstring."""
+              progress: Progress | None = None, engine: str = "local", address: str | None = None,
+              retries: int | None = None, file_timeout: float | None = None,
+              shard_vectors: int = SHARD_VECTORS) -> AuditResult:
+    """Audit the datasets at `paths` and the named `splits` (NAME, PATH); see the module docstring.
+
+    `engine="ray"` measures the files as Ray tasks (`ray_engine`): on the cluster at `address` (or
+    $RAY_ADDRESS), else on a local Ray of `workers` CPUs; `retries` and `file_timeout` bound what one
+    file may cost there, and a search past `shard_vectors` indexed vectors runs its shards as Ray
+    tasks. The findings do not depend on the engine."""
+    if engine not in ("local", "ray"):
+        raise ValueError(f"engine must be 'local' or 'ray', got {engine!r}")
     t0 = time.perf_counter()
     progress = progress or Progress()
     fitted = read_stats(stats_file) if stats_file else None  # bad option files fail before any work
@@ -246,6 +253,8 @@ def run_audit(paths: Sequence[str] = (), splits: Sequence[tuple[str, str]] = (),
     items = _read_sources(sources, findings)
     progress.start(len(items))
     cache = FingerprintCache(cache_path)
+    session: tuple[Any, bool, str] | None = None  # Ray, whether this audit started it, where
+    run_shards: ShardRunner | None = None
     try:
         if cache.note:
             findings.append(make("audit.cache", "info", None, cache.note, "audit.cache"))
@@ -260,22 +269,40 @@ def run_audit(paths: Sequence[str] = (), splits: Sequence[tuple[str, str]] = (),
             if hit is not None:
                 cached[n] = hit
             pending.append((n, item, hit is None and item.path is not None))  # a missing path: measure names why
-        progress.say(f"measuring {plural(len(items), 'example')} ({len(cached)} from the cache) with "
-                     f"{plural(workers, 'worker')}")
         sink = _Collector(cache, keys, cached, max_caption_tokens)
-        _dispatch([pending[i : i + CHUNK] for i in range(0, len(pending), CHUNK)], workers, sink, progress)
-        sink.flush()
+        chunks = [pending[i : i + CHUNK] for i in range(0, len(pending), CHUNK)]
+        try:
+            if engine == "ray":
+                from .ray_engine import FILE_TIMEOUT, RETRIES, connect, dispatch_ray, shard_runner
+
+                progress.say(f"measuring {plural(len(items), 'example')} ({len(cached)} from the cache) on Ray")
+                session = connect(address, workers)
+                retries = RETRIES if retries is None else retries
+                ran = dispatch_ray(session[0], session[2], chunks, sink.take, progress, retries=retries,
+                                   file_timeout=FILE_TIMEOUT if file_timeout is None else file_timeout)
+                engine_info = ran.as_dict()
+                run_shards = shard_runner(session[0], retries)
+            else:
+                progress.say(f"measuring {plural(len(items), 'example')} ({len(cached)} from the cache) with "
+                             f"{plural(workers, 'worker')}")
+                _dispatch(chunks, workers, sink, progress)
+                engine_info = {"engine": "local", "workers": workers}
+        finally:
+            sink.flush()  # Ctrl-C or a failure: what was measured is kept for the next run
         if cache.damaged_rows:
             findings.append(make("audit.cache", "info", None, f"{cache.damaged_rows} damaged rows of the fingerprint "
                                  f"cache {display_path(cache.path)} were ignored; those files were measured again",
                                  "audit.cache", damaged_rows=cache.damaged_rows))
         t1 = time.perf_counter()
         findings += sink.item_findings()
-        more, entries, matches, search = _cross_split(sink, cache, workers, fitted, sampled, sampler_file, progress)
+        more, entries, matches, search = _cross_split(sink, cache, workers, fitted, sampled, sampler_file, progress,
+                                                      shard_vectors, run_shards)
         findings += more
         cache_info = {"path": display_path(cache.path), "hits": len(cached), "measured": len(items) - len(cached)}
     finally:
         cache.close()
+        if session is not None and session[1]:
+            session[0].shutdown()  # the local Ray this audit started (a joined cluster is only left)
     counts = Counter(i.split for i in items)
     return AuditResult(
         findings=sort_findings(_cap(findings)),
@@ -285,5 +312,5 @@ def run_audit(paths: Sequence[str] = (), splits: Sequence[tuple[str, str]] = (),
         matches=[{"kind": m.kind, "a": entries[m.a].ref, "a_split": entries[m.a].split, "b": entries[m.b].ref,
                   "b_split": entries[m.b].split, "similarity": round(m.similarity, 4), "coverage": round(m.coverage, 3),
                   "overlap_s": round(m.overlap_seconds, 2), "lag_s": round(m.lag_seconds, 3)} for m in matches],
-        search=search, cache=cache_info,
+        search=search, cache=cache_info, engine=engine_info,
         timings={"measure": t1 - t0, "search": time.perf_counter() - t1, "total": time.perf_counter() - t0})

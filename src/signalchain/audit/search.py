@@ -13,14 +13,23 @@ O(n·√n) with ~√n cells, measured against brute force in benchmarks/bench_au
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["WindowIndex", "EXACT_LIMIT", "neighbours"]
+__all__ = ["WindowIndex", "EXACT_LIMIT", "SHARD_VECTORS", "neighbours", "sharded_neighbours", "search_shard",
+           "ShardRunner"]
 
 EXACT_LIMIT = 50_000  # vectors: below this a flat (brute-force) index is fast enough and exact
 NPROBE = 16
+#: Indexed vectors one index holds before the search is sharded: 2^24 vectors of 72 float32 are
+#: 4.8 GB of index (IVF adds 8 bytes of id a vector), what one worker of a cluster is expected to hold.
+SHARD_VECTORS = 1 << 24
+
+#: Maps `search_shard` over shards: (shards [(vectors, owner)], queries, k) -> each shard's (similarities
+#: [Q, k], owners [Q, k]), in the shards' order.
+ShardRunner = Callable[[list[tuple[np.ndarray, np.ndarray]], np.ndarray, int], Iterable[tuple[np.ndarray, np.ndarray]]]
 
 
 @dataclass
@@ -69,6 +78,49 @@ def neighbours(index: WindowIndex, queries: np.ndarray, query_owner: np.ndarray,
                min_similarity: float) -> dict[tuple[int, int], float]:
     """(query item, indexed item) → best window similarity, for every pair above `min_similarity`."""
     sims, owners = index.search(queries, k)
+    return _pairs(sims, owners, query_owner, k, min_similarity)
+
+
+def search_shard(vectors: np.ndarray, owner: np.ndarray, queries: np.ndarray, k: int,
+                 threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """The top-k of `queries` in an index of one shard's vectors (run where the shard is: here, or a Ray task)."""
+    return WindowIndex.build(vectors, owner, threads).search(queries, k)
+
+
+def merge_topk(best: tuple[np.ndarray, np.ndarray], more: tuple[np.ndarray, np.ndarray],
+               k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k most similar of two [Q, k] results per query (what one index of both shards would return)."""
+    sims = np.concatenate([best[0], more[0]], axis=1)
+    owners = np.concatenate([best[1], more[1]], axis=1)
+    sims = np.where(owners >= 0, sims, -np.inf)
+    top = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(sims, top, axis=1), np.take_along_axis(owners, top, axis=1)
+
+
+def sharded_neighbours(vectors: np.ndarray, owner: np.ndarray, queries: np.ndarray, query_owner: np.ndarray,
+                       k: int, min_similarity: float, *, shard_vectors: int = SHARD_VECTORS, threads: int = 1,
+                       run: ShardRunner | None = None,
+                       ) -> dict[tuple[int, int], float]:
+    """`neighbours` over an index too large for one machine: the indexed vectors are cut into shards of
+    at most `shard_vectors`, every query searches each shard (`run` maps `search_shard` over them: in
+    turn here, or as parallel tasks on a cluster), and the per-shard top-k are merged into the top-k
+    one index would give. One shard is exactly `neighbours` on one index."""
+    q = np.ascontiguousarray(queries, dtype=np.float32)
+    n = len(vectors)
+    step = max(1, shard_vectors)
+    shards = [(vectors[a : a + step], owner[a : a + step]) for a in range(0, n, step)]
+    if run is None:
+        results: Iterable[tuple[np.ndarray, np.ndarray]] = (search_shard(v, o, q, k, threads) for v, o in shards)
+    else:
+        results = run(shards, q, k)
+    best = (np.full((len(q), k), -np.inf, np.float32), np.full((len(q), k), -1, np.int64))
+    for got in results:
+        best = merge_topk(best, got, k) if len(shards) > 1 else got
+    return _pairs(best[0], best[1], query_owner, k, min_similarity)
+
+
+def _pairs(sims: np.ndarray, owners: np.ndarray, query_owner: np.ndarray, k: int,
+           min_similarity: float) -> dict[tuple[int, int], float]:
     out: dict[tuple[int, int], float] = {}
     qo = np.repeat(np.asarray(query_owner, dtype=np.int64)[:, None], k, axis=1)
     keep = (sims >= min_similarity) & (owners >= 0) & (owners != qo)

@@ -128,12 +128,26 @@ def _listen(result: AuditResult, pairs: int = 3, seconds: float = 8.0) -> list[d
 @click.option("--cache", "cache_path", type=click.Path(dir_okay=False), default=None,
               help=f"Fingerprint cache (SQLite) [default: {default_cache_path()}].")
 @click.option("--no-cache", is_flag=True, help="Use a temporary cache for this run only.")
+@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="Where files are measured: local worker processes, or Ray tasks (pip install 'signalchain[ray]').")
+@click.option("--address", default=None, metavar="ADDR",
+              help="With --engine ray: the cluster to join [default: $RAY_ADDRESS, else a local Ray "
+                   "of --workers CPUs].")
+@click.option("--file-timeout", type=float, default=None, metavar="SECONDS",
+              help="With --engine ray: a file measured for longer is named as lost and its worker "
+                   "stopped [default: 300].")
+@click.option("--retries", type=int, default=None,
+              help="With --engine ray: a file whose worker dies 1 + this many times is named as lost [default: 2].")
 @common_options()
 @guarded
 def audit(paths: tuple[str, ...], splits: tuple[str, ...], workers: int, max_caption_tokens: int | None,
           stats_file: str | None, sampler_file: str | None, cache_path: str | None, no_cache: bool,
+          engine: str, address: str | None, file_timeout: float | None, retries: int | None,
           json_path: str | None, html_path: str | None, debug: bool) -> int:
     """Audit datasets (AudioCraft manifests, HF audiofolders, folders) and their splits, without a model.
+
+    --engine ray measures the files as Ray tasks, on the cluster at --address or $RAY_ADDRESS (or a
+    local Ray): the same findings, with a worker's death or a hung decoder costing only that file.
 
     Each PATH is a manifest (.jsonl, .jsonl.gz) or a folder; a folder holding train/, valid/, test/
     is audited as those splits. --split NAME=PATH names splits explicitly. A dataset of MIDI files
@@ -145,6 +159,12 @@ def audit(paths: tuple[str, ...], splits: tuple[str, ...], workers: int, max_cap
         raise UsageError("nothing to audit: give a PATH (manifest or folder) or --split NAME=PATH")
     if workers < 1:
         raise UsageError(f"--workers must be ≥ 1, got {workers}")
+    if engine != "ray" and (address or file_timeout is not None or retries is not None):
+        raise UsageError("--address, --file-timeout and --retries apply to --engine ray")
+    if file_timeout is not None and not file_timeout > 0:
+        raise UsageError(f"--file-timeout must be > 0 seconds, got {file_timeout:g}")
+    if retries is not None and retries < 0:
+        raise UsageError(f"--retries must be ≥ 0, got {retries}")
     if max_caption_tokens is not None and max_caption_tokens < 1:
         raise UsageError(f"--max-caption-tokens must be ≥ 1, got {max_caption_tokens}")
     for option, path in [*((None, p) for p in paths), *((f"--split {n}=", p) for n, p in named)]:
@@ -156,11 +176,14 @@ def audit(paths: tuple[str, ...], splits: tuple[str, ...], workers: int, max_cap
         _need_cache(cache_path)
     con = console()
     if is_midi_dataset(paths, named):
+        if engine == "ray":
+            raise UsageError("--engine ray audits audio datasets; a MIDI audit runs here (--workers)")
         return _midi(con, paths, named, workers, max_caption_tokens, stats_file, sampler_file, json_path, html_path)
     with Reporter("audit") as rep:
         result = run_audit(paths, named, workers=workers, max_caption_tokens=max_caption_tokens,
                            stats_file=stats_file, sampler_file=sampler_file,
-                           cache_path=None if no_cache else (cache_path or default_cache_path()), progress=_Bar(rep))
+                           cache_path=None if no_cache else (cache_path or default_cache_path()), progress=_Bar(rep),
+                           engine=engine, address=address, retries=retries, file_timeout=file_timeout)
     if not result.files and not result.findings:  # a typo'd or empty folder must not pass a CI gate
         where = ", ".join([*paths, *(f"{k}={v}" for k, v in named)])
         raise UsageError(f"nothing to audit in {where}: no audio files, manifest rows or MIDI files found there")
@@ -171,7 +194,7 @@ def audit(paths: tuple[str, ...], splits: tuple[str, ...], workers: int, max_cap
     return emit(con, result.findings, title=title, show=[_summary(result), done],
                 json_path=json_path, fields=dict(sources=result.sources, splits=result.splits, matches=result.matches,
                                                  files=result.files, search=result.search, cache=result.cache,
-                                                 timings={**result.timings, "wall": wall}),
+                                                 engine=result.engine, timings={**result.timings, "wall": wall}),
                 html_path=html_path, page=lambda: render_audit(result.findings, result, _listen(result)))
 
 

@@ -72,6 +72,18 @@ def _files(files: Sequence[dict[str, Any]]) -> str:
     )
 
 
+def _engine(info: dict[str, Any]) -> str:
+    """One line on where the files were measured."""
+    if info.get("engine") != "ray":
+        return f"measured here by {plural(int(info.get('workers', 1)), 'worker process', 'worker processes')}"
+    line = (f"measured on Ray ({info.get('address')}): {info.get('cpus')} CPUs on {info.get('nodes')} "
+            f"node(s), {info.get('tasks')} tasks, {info.get('files_per_second')} files/s")
+    if info.get("worker_deaths"):
+        line += (f"; {info['worker_deaths']} worker deaths, {info.get('retried_files', 0)} files retried alone, "
+                 f"{len(info.get('lost', []))} lost, {len(info.get('hung', []))} stopped as hung")
+    return line
+
+
 def render_audit(findings: list[Finding], result: Any, listen: Sequence[dict[str, Any]] = ()) -> HtmlReport:
     """`result` is an `audit.run.AuditResult`; `listen` holds clips of flagged pairs
     ({"label", "audio" [C, T], "sample_rate", "note"}) read by the caller."""
@@ -87,5 +99,6 @@ def render_audit(findings: list[Finding], result: Any, listen: Sequence[dict[str
     report.section("Files", _files(result.files), "files")
     search = ", ".join(f"{k}: {v:.0f}" for k, v in result.search.items())
     report.section("Search", f"<p class='muted'>{esc(search)}; timings: "
-                   f"{esc({k: round(v, 2) for k, v in result.timings.items()})}</p>", "search")
+                   f"{esc({k: round(v, 2) for k, v in result.timings.items()})}</p>"
+                   f"<p class='muted' id='engine'>{esc(_engine(getattr(result, 'engine', {})))}</p>", "search")
     return report
