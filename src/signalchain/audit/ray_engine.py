@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
@@ -46,6 +47,7 @@ __all__ = ["RayStats", "dispatch_ray", "connect", "shard_runner", "INJECT_ENV", 
 INJECT_ENV = "SIGNALCHAIN_AUDIT_INJECT"
 RETRIES = 2  # a file whose worker dies 1 + RETRIES times is lost
 FILE_TIMEOUT = 300.0  # seconds one file may take (a 1-hour file takes about 2 s at 1,800x real time)
+CONNECT_TIMEOUT = 10.0  # seconds a cluster's head may take to accept a connection
 POLL_S = 0.25  # how often the driver looks at deadlines while nothing arrives
 RATE_EVERY_S = 2.0  # how often the progress line's files-per-second figure is renewed
 
@@ -75,10 +77,9 @@ class RayStats:
                 "files_per_second": round(self.files / self.seconds, 1) if self.seconds else None}
 
 
-def _injected(batch: list[Task]) -> None:
-    """Apply SIGNALCHAIN_AUDIT_INJECT to the file about to be measured (see the module docstring)."""
-    spec = os.environ.get(INJECT_ENV, "")
-    path = (batch[0][1].path or "") if batch else ""
+def _injected(spec: str, task: Task) -> None:
+    """Apply the driver's SIGNALCHAIN_AUDIT_INJECT to the file about to be measured (module docstring)."""
+    path = task[1].path or ""
     for rule in filter(None, (r.strip() for r in spec.split(";"))):
         action, _, text = rule.partition(":")
         if text and text in path:
@@ -88,11 +89,13 @@ def _injected(batch: list[Task]) -> None:
                 time.sleep(10**6)
 
 
-def _measure_stream(batch: list[Task]) -> Iterator[object]:
-    """The Ray task: a start marker, then each file's `(number, item, measure)` as soon as it is done."""
+def _measure_stream(batch: list[Task], inject: str = "") -> Iterator[object]:
+    """The Ray task: a start marker, then each file's `(number, item, measure)` as soon as it is done.
+    `inject` is the driver's SIGNALCHAIN_AUDIT_INJECT (passed along: a worker's environment is the node's)."""
     yield "start"
     for task in batch:
-        _injected([task])
+        if inject:
+            _injected(inject, task)
         yield measure_batch([task])[0]
 
 
@@ -107,6 +110,8 @@ def connect(address: str | None, cpus: int) -> tuple[Any, bool, str]:
         return ray, False, "the Ray this process already joined"
     address = address or os.environ.get("RAY_ADDRESS") or None
     kwargs: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    if address:
+        _reachable(address)
     try:
         if address:
             ray.init(address=address, **kwargs)
@@ -117,6 +122,21 @@ def connect(address: str | None, cpus: int) -> tuple[Any, bool, str]:
         raise UsageError(f"--engine ray: cannot start or join {where} "
                          f"({type(exc).__name__}: {str(exc)[:300]})") from exc
     return ray, True, address or f"local Ray started for this audit ({max(1, cpus)} CPUs)"
+
+
+def _reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Ray waits forever for a head that does not answer: a HOST:PORT (or ray://HOST:PORT) address is
+    tried first, and one that refuses or stays silent is a usage error within `timeout` seconds."""
+    rest = address.split("://", 1)[-1]
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit():
+        return  # "auto", "local" or another form Ray resolves (and reports) itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise UsageError(f"--engine ray: cannot start or join the Ray cluster at {address} (nothing answers "
+                         f"there within {timeout:g} s: {exc}); start it with `ray start --head` or fix --address "
+                         "or RAY_ADDRESS") from exc
 
 
 @dataclass
@@ -130,6 +150,7 @@ class _Driver:
         self.ray, self.take, self.progress = ray, take, progress
         self.retries, self.timeout, self.stats = retries, file_timeout, stats
         self.remote = ray.remote(num_returns="streaming", max_retries=0, num_cpus=1)(_measure_stream)
+        self.inject = os.environ.get(INJECT_ENV, "")
         self.queue: deque[list[Task]] = deque()
         self.running: dict[Any, _Running] = {}
         self.deaths: Counter[int] = Counter()  # item number -> workers that died on it
@@ -140,7 +161,7 @@ class _Driver:
 
     def submit(self, chunk: list[Task]) -> None:
         first = os.path.basename(chunk[0][1].path or "") or f"item {chunk[0][0]}"
-        gen = self.remote.options(name=f"signalchain-audit:{first[:60]}").remote(chunk)
+        gen = self.remote.options(name=f"signalchain-audit:{first[:60]}").remote(chunk, self.inject)
         self.running[gen] = _Running(deque(chunk))
         self.stats.tasks += 1
 
@@ -267,6 +288,9 @@ def dispatch_ray(ray: Any, where: str, chunks: list[list[Task]], take: Take, pro
         limit = 2 * stats.cpus  # a task waiting per CPU keeps every worker fed; waiting is never timed
         while driver.queue or driver.running:
             driver.step(limit)
+        spent = max(time.monotonic() - t0, 1e-9)
+        progress.say(f"measured {driver.done:,} files on Ray: {driver.done / spent:,.1f} files/s across "
+                     f"{stats.cpus} CPUs on {stats.nodes} node{'s' if stats.nodes != 1 else ''}")
     except BaseException:
         if driver is not None:
             driver.cancel_all()  # Ctrl-C or an error: no task keeps running for nobody

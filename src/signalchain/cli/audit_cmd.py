@@ -179,11 +179,18 @@ def audit(paths: tuple[str, ...], splits: tuple[str, ...], workers: int, max_cap
         if engine == "ray":
             raise UsageError("--engine ray audits audio datasets; a MIDI audit runs here (--workers)")
         return _midi(con, paths, named, workers, max_caption_tokens, stats_file, sampler_file, json_path, html_path)
+    cache = None if no_cache else (cache_path or str(default_cache_path()))
     with Reporter("audit") as rep:
-        result = run_audit(paths, named, workers=workers, max_caption_tokens=max_caption_tokens,
-                           stats_file=stats_file, sampler_file=sampler_file,
-                           cache_path=None if no_cache else (cache_path or default_cache_path()), progress=_Bar(rep),
-                           engine=engine, address=address, retries=retries, file_timeout=file_timeout)
+        try:
+            result = run_audit(paths, named, workers=workers, max_caption_tokens=max_caption_tokens,
+                               stats_file=stats_file, sampler_file=sampler_file, cache_path=cache,
+                               progress=_Bar(rep), engine=engine, address=address, retries=retries,
+                               file_timeout=file_timeout)
+        except KeyboardInterrupt:
+            kept = f"they are kept in the cache {cache}: a re-run measures only the rest" if cache else \
+                "nothing is kept (--no-cache)"
+            raise SignalchainError(f"interrupted after measuring {rep.done} of {rep.total or 0} files; "
+                                   f"{kept}") from None
     if not result.files and not result.findings:  # a typo'd or empty folder must not pass a CI gate
         where = ", ".join([*paths, *(f"{k}={v}" for k, v in named)])
         raise UsageError(f"nothing to audit in {where}: no audio files, manifest rows or MIDI files found there")
