@@ -130,3 +130,10 @@ def test_a_lost_file_is_not_cached_and_is_measured_again(local_ray: Any, planted
     assert again.cache["measured"] == 2  # the lost file, and the non-finite one (never cached either)
     assert not [f for f in again.findings if f.id == "file.lost"]
     assert any(f.id == "audio.dc_offset" and f.evidence["path"].endswith("t-dc.wav") for f in again.findings)
+
+
+def test_the_clean_dataset_stays_clean_on_ray(local_ray: Any, clean: dict[str, Any]) -> None:
+    local = run_audit([str(clean["root"])], workers=2, cache_path=None)
+    res = run_audit([str(clean["root"])], workers=2, cache_path=None, engine="ray")
+    assert not [f for f in res.findings if f.severity.value != "info"]
+    assert _facts(res) == _facts(local) and len(res.files) == 32
