@@ -137,3 +137,18 @@ def test_the_clean_dataset_stays_clean_on_ray(local_ray: Any, clean: dict[str, A
     res = run_audit([str(clean["root"])], workers=2, cache_path=None, engine="ray")
     assert not [f for f in res.findings if f.severity.value != "info"]
     assert _facts(res) == _facts(local) and len(res.files) == 32
+
+
+def test_the_python_api_takes_the_engine(local_ray: Any, planted: dict[str, Any],
+                                         local_result: AuditResult) -> None:
+    import json
+
+    import signalchain
+
+    rep = signalchain.audit(splits={"train": str(planted["train"]), "valid": str(planted["valid"])},
+                            max_caption_tokens=40, cache=False, engine="ray")
+    doc = json.loads(rep.to_json())
+    assert doc["engine"]["engine"] == "ray" and not rep.ok
+    assert [(f["id"], f["message"]) for f in doc["findings"]] == [(f.id, f.message) for f in local_result.findings]
+    with pytest.raises(UsageError, match="apply to engine='ray'"):
+        signalchain.audit(str(planted["train"]), address="127.0.0.1:1")

@@ -134,7 +134,9 @@ def _splits(splits: Mapping[str, str] | Iterable[str] | None) -> list[tuple[str,
 def audit(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = (), *,
           splits: Mapping[str, str] | Iterable[str] | None = None, workers: int = 1,
           max_caption_tokens: int | None = None, stats: str | None = None, sampler: str | None = None,
-          cache: bool | str | os.PathLike[str] = True, progress: AuditProgress | None = None) -> AuditReport:
+          cache: bool | str | os.PathLike[str] = True, progress: AuditProgress | None = None,
+          engine: str = "local", address: str | None = None, retries: int | None = None,
+          file_timeout: float | None = None) -> AuditReport:
     """Audit datasets and their splits without a model, as `signalchain audit` does.
 
     Args:
@@ -147,6 +149,10 @@ def audit(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = (),
         sampler: the training sampler's indices or example ids (JSON, .txt, .npy).
         cache: True: the fingerprint cache the command line uses; False: a temporary one; or its path.
         progress: a `signalchain.audit.run.Progress` told the count and each batch measured.
+        engine: "local" (worker processes) or "ray" (Ray tasks; the same findings).
+        address: with engine="ray", the cluster to join (default $RAY_ADDRESS, else a local Ray of `workers` CPUs).
+        retries, file_timeout: with engine="ray", a file whose worker dies 1 + retries times (default 2), or
+            measured for longer than file_timeout seconds (default 300), is one `file.lost` finding.
 
     Returns:
         An `AuditReport`. A path with nothing to audit raises `UsageError`, as on the command line.
@@ -165,7 +171,13 @@ def audit(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = (),
         raise UsageError(f"workers must be an integer ≥ 1, got {workers!r}")
     if max_caption_tokens is not None and max_caption_tokens < 1:
         raise UsageError(f"max_caption_tokens must be ≥ 1, got {max_caption_tokens}")
+    if engine not in ("local", "ray"):
+        raise UsageError(f"engine must be 'local' or 'ray', got {engine!r}")
+    if engine != "ray" and (address or retries is not None or file_timeout is not None):
+        raise UsageError("address=, retries= and file_timeout= apply to engine='ray'")
     midi = is_midi_dataset(where, named)
+    if midi and engine == "ray":
+        raise UsageError("engine='ray' audits audio datasets; a MIDI audit runs here (workers=)")
     if midi:
         for name, value in (("stats", stats), ("sampler", sampler)):
             if value:
@@ -175,7 +187,8 @@ def audit(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = (),
     else:
         cache_path = (default_cache_path() if cache is True else None) if isinstance(cache, bool) else os.fspath(cache)
         result = run_audit(where, named, workers=workers, max_caption_tokens=max_caption_tokens, stats_file=stats,
-                           sampler_file=sampler, cache_path=cache_path, progress=progress)
+                           sampler_file=sampler, cache_path=cache_path, progress=progress, engine=engine,
+                           address=address, retries=retries, file_timeout=file_timeout)
     if not result.files and not result.findings:  # a typo'd or empty folder must not pass for a clean one
         shown = ", ".join([*where, *(f"{k}={v}" for k, v in named)])
         raise UsageError(f"nothing to audit in {shown}: no audio files, manifest rows or MIDI files found there")
@@ -183,6 +196,7 @@ def audit(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = (),
                                   files=result.files, search=result.search)
     if not midi:
         fields["cache"] = result.cache
+        fields["engine"] = result.engine
     fields["timings"] = result.timings
     return AuditReport(result, midi=midi, fields=fields,
                        page=lambda: render_audit(result.findings, result, [] if midi else _listen(result)))
