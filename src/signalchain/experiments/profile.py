@@ -55,6 +55,7 @@ TRACE_ENV = "SIGNALCHAIN_TRACE"
 
 _STEP = "signalchain.step"
 _MARK = "signalchain.clock"
+OFFSET_MARKS = 3  # offset marks after each step (each a few microseconds)
 _BACKWARD = "autograd::engine::evaluate_function"
 TOP_OPS = 4
 #: Where no trainable module of the model was seen running (a functional model, parameters used
@@ -126,7 +127,7 @@ def profile_steps(ctx: Context, steps: int = 2, warmup: int = 1, trace: str | No
     tap = clock.tap_wrapper()
     bounds: list[tuple[int, int, int, int]] = []  # per step: calibration, start, batch ready, end (perf ns)
     delays: list[tuple[float, float, float]] = []  # per step: the run-queue delay at start, ready, end (s)
-    marks: list[tuple[int, int, int]] = []  # per step: c0, before and after entering the offset mark
+    marks: list[tuple[int, int, int]] = []  # per offset mark: step start, before and after entering it
     was_enabled = gc.isenabled()
     gc.collect()
     gc.disable()
@@ -152,9 +153,11 @@ def profile_steps(ctx: Context, steps: int = 2, warmup: int = 1, trace: str | No
                         d3 = delay() if delay else None
                     if d1 is not None and d2 is not None and d3 is not None:
                         delays.append((d1, d2, d3))
-                    with record_function(_MARK):  # the clocks' offset, read where entering is cheap
-                        t4 = time.perf_counter_ns()
-                    marks.append((c0, t3, t4))
+                    for _ in range(OFFSET_MARKS):  # the clocks' offset, read where entering is cheap; the
+                        t_in = time.perf_counter_ns()  # tightest bracket of all counts, so one preempted
+                        with record_function(_MARK):  # entry (a busy machine) cannot shift it
+                            t4 = time.perf_counter_ns()
+                        marks.append((c0, t_in, t4))
                     bounds.append(((c0 + t1) // 2, t1, t2, t3))
             finally:
                 clock.stop_sampling()
