@@ -125,6 +125,7 @@ def test_ray_options_usage_errors(tmp_path: Path, args: list[str], says: str) ->
 
 
 def test_a_midi_dataset_is_not_sent_to_ray(tmp_path: Path) -> None:
-    (tmp_path / "a.mid").write_bytes(b"MThd\x00\x00\x00\x06\x00\x00\x00\x01\x00\x60MTrk\x00\x00\x00\x04\x00\xff\x2f\x00")
+    head = b"MThd\x00\x00\x00\x06\x00\x00\x00\x01\x00\x60"  # one track, 96 ticks a beat
+    (tmp_path / "a.mid").write_bytes(head + b"MTrk\x00\x00\x00\x04\x00\xff\x2f\x00")
     res = CliRunner().invoke(cli, ["audit", str(tmp_path), "--engine", "ray"])
     assert res.exit_code == 2 and "--engine ray audits audio datasets" in res.output, res.output

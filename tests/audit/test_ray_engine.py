@@ -8,7 +8,6 @@ each task: the worker really dies (SIGKILL) or really hangs, and Ray reports it 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
