@@ -272,7 +272,7 @@ def run_audit(paths: Sequence[str] = (), splits: Sequence[tuple[str, str]] = (),
         sink = _Collector(cache, keys, cached, max_caption_tokens)
         chunks = [pending[i : i + CHUNK] for i in range(0, len(pending), CHUNK)]
         try:
-            if engine == "ray":
+            if engine == "ray" and chunks:  # nothing to measure starts no cluster
                 from .ray_engine import FILE_TIMEOUT, RETRIES, connect, dispatch_ray, shard_runner
 
                 progress.say(f"measuring {plural(len(items), 'example')} ({len(cached)} from the cache) on Ray")
@@ -286,7 +286,7 @@ def run_audit(paths: Sequence[str] = (), splits: Sequence[tuple[str, str]] = (),
                 progress.say(f"measuring {plural(len(items), 'example')} ({len(cached)} from the cache) with "
                              f"{plural(workers, 'worker')}")
                 _dispatch(chunks, workers, sink, progress)
-                engine_info = {"engine": "local", "workers": workers}
+                engine_info = {"engine": engine, "workers": workers}
         finally:
             sink.flush()  # Ctrl-C or a failure: what was measured is kept for the next run
         if cache.damaged_rows:
