@@ -384,6 +384,7 @@ def main() -> None:
                     "search.SHARD_VECTORS)")
     ap.add_argument("--shard-queries", type=int, default=2000, help="evaluation clips searched in the real shard")
     ap.add_argument("--workdir", help="where the children keep their files (default: a temporary folder)")
+    ap.add_argument("--report", metavar="JSON", help="print the tables again from a JSON this benchmark wrote")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--sv", type=int, default=0, help=argparse.SUPPRESS)
@@ -407,6 +408,11 @@ def main() -> None:
     from signalchain.audit import leakage
     from signalchain.audit.search import SHARD_VECTORS
 
+    if args.report:
+        saved = json.loads(Path(args.report).read_text())
+        p = saved.get("params", {"shard_vectors": SHARD_VECTORS, "check_n": 10_000, "check_sv": 1 << 17})
+        report(saved, [10**6, 10**7], p["shard_vectors"], p["check_n"], p["check_sv"], leakage.NEIGHBOURS)
+        return
     quick = args.quick
     shard_vectors = args.shard_vectors or (1 << 18 if quick else SHARD_VECTORS)
     shard_queries = 100 if quick else args.shard_queries
@@ -419,7 +425,8 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     common = ["--workdir", str(work)] + (["--quick"] if quick else [])
     out: dict[str, Any] = {"windows_per_clip": W, "dim": DIM, "clip_seconds": CLIP_SECONDS, "cores": os.cpu_count(),
-                           "load_average_start": os.getloadavg(), "threads": 1}
+                           "load_average_start": os.getloadavg(), "threads": 1,
+                           "params": {"shard_vectors": shard_vectors, "check_n": check_n, "check_sv": check_sv}}
     try:
         print(f"30 s clips: {W} window vectors of {DIM} floats each (from the fingerprint's constants); "
               f"{frames_per_clip()} envelope frames of {fpmod.BANDS} bands", flush=True)
@@ -527,7 +534,7 @@ def report(out: dict[str, Any], targets: list[int], shard_vectors: int, check_n:
 
     # ---- at scale, computed ----
     rows = []
-    for n in [r["clips"] for r in searches] + targets:
+    for n in targets:
         n_eval = round(EVAL_SHARE * n)
         q = n_eval * W
         indexed = (n - n_eval) * W
@@ -535,27 +542,25 @@ def report(out: dict[str, Any], targets: list[int], shard_vectors: int, check_n:
         per_shard = shard["build_wall_s"] + q * shard["search_wall_s_per_query"]
         per_shard_cpu = shard["build_cpu_s"] + q * shard["search_cpu_s_per_query"]
         merge = q * shard["merge_s_per_query"] * max(0, shards - 1)
-        measured = next((r for r in searches if r["clips"] == n), None)
         rows.append({"clips": n, "indexed_vectors": indexed, "query_vectors": q, "shards": shards,
                      "per_shard_s": per_shard, "shards_total_s": shards * per_shard,
                      "shards_total_cpu_s": shards * per_shard_cpu, "driver_merge_s": merge,
                      "driver_windows_bytes": n * W * DIM * 2, "driver_search_peak_bytes": n * W * bpw,
                      "shard_task_bytes": shard["peak_rss"] + (q - shard["query_vectors"]) * per_query,
-                     "measured_gathered_s": measured["search_wall_s"] if measured else None})
+                     })
     out["at_scale"] = rows
-    print(f"\nSearch at scale in shards of {shard_vectors:,} vectors. COMPUTED: shards × (measured build + queries "
-          "× measured per-query search), every shard counted full; the gathered time is MEASURED where it ran:\n")
-    print("| clips | indexed vectors | query vectors | shards | one shard s (computed) | all shards, one core, h "
-          "| driver merge h | gathered, measured s | driver float16 windows GB | driver peak in search GB "
-          "| one shard task's memory GB |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(f"\nSearch at scale in shards of {shard_vectors:,} vectors, COMPUTED: shards × (the shard's measured build "
+          "+ queries × its measured per-query search), every shard counted full (an over-estimate by at most one "
+          "shard); memory from the measured bytes per window / per query:\n")
+    print("| clips | indexed vectors | query vectors | shards | one shard s | all shards, one core, h "
+          "| driver merge h | driver float16 windows GB | driver peak in search GB | one shard task's memory GB |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        meas = f"{r['measured_gathered_s']:.1f}" if r["measured_gathered_s"] is not None else "not run"
         print(f"| {r['clips']:,} | {r['indexed_vectors']:,} | {r['query_vectors']:,} | {r['shards']} "
-              f"| {r['per_shard_s']:,.0f} | {hours(r['shards_total_s'])} | {hours(r['driver_merge_s'])} | {meas} "
+              f"| {r['per_shard_s']:,.0f} | {hours(r['shards_total_s'])} | {hours(r['driver_merge_s'])} "
               f"| {gb(r['driver_windows_bytes'])} | {gb(r['driver_search_peak_bytes'])} "
               f"| {gb(r['shard_task_bytes'])} |")
-    big = [r for r in rows if r["clips"] in targets]
+    big = rows
     a_s = fit_exponent([r["clips"] for r in big], [r["shards_total_s"] for r in big])
     out["growth"]["sharded_total_exponent_computed"] = a_s
     print(f"\ncomputed growth of the sharded search from 10^6 to 10^7 clips: ∝ n^{a_s:.2f} (queries ∝ n and shards "
@@ -566,9 +571,9 @@ def report(out: dict[str, Any], targets: list[int], shard_vectors: int, check_n:
     # ---- cache ----
     print("\nFingerprint cache (SQLite), MEASURED at these rows (rows of 30 s clips: frames "
           f"{cache['frames_shape']} float16 + windows {cache['windows_shape']} float16 + scalars):\n")
+    print("(database: after a checkpoint; WAL: its size before it, what a run keeps beside the database)\n")
     print("| rows | put_many ms a row | get ms (random row) | frames ms (random row) | database MB | WAL MB "
           "| database bytes a row |")
-    print("(database: after a checkpoint; WAL: its size before it, what a run keeps beside the database)")
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for r in cache["rows"]:
         print(f"| {r['rows']:,} | {r['put_s_per_row'] * 1e3:.3f} | {r['get_s'] * 1e3:.3f} | "
@@ -589,28 +594,37 @@ def report(out: dict[str, Any], targets: list[int], shard_vectors: int, check_n:
 
     # ---- cluster ----
     rate = pool["x_real_time_per_core"]
-    print(f"\nA {CLUSTER_CORES}-core cluster, COMPUTED from the per-core figures measured above (measuring "
-          f"{rate:.0f}× real time per core on 30 s WAV files; shard tasks of one core each, up to {CLUSTER_CORES} "
-          "at once; the driver's work serial):\n")
-    print("| clips | audio h | measure h | search h (shards in parallel) | driver merge h | cache writes h "
-          "| alignment h, at most 16 pairs an evaluation clip | total h |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    per_pair = pool["align_s_per_pair"] + 2 * last["frames_s"]
+    measured_cands = searches[-1]["candidates"] / searches[-1]["eval_clips"]
+    print(f"\nA {CLUSTER_CORES}-core cluster, COMPUTED from the per-core figures measured above: measuring "
+          f"{rate:.0f}× real time per core (30 s WAV files); while the cluster measures, the driver writes each "
+          f"file's row to the cache ({last['put_s_per_row'] * 1e3:.3f} ms a row, serial), so the measure phase "
+          f"takes the longer of the two; shard tasks of one core each, up to {CLUSTER_CORES} at once, then the "
+          f"driver's merge; the alignment of at most {MAX_CANDIDATES} candidate pairs per evaluation clip "
+          f"({per_pair * 1e3:.2f} ms a pair: align + two frame reads, serial in the driver; the synthetic set "
+          f"had {measured_cands:.1f} a clip at {searches[-1]['clips']:,} clips). Ray's per-file streaming "
+          "cost and the object store's copies are not included.\n")
+    print("| clips | audio h | cluster measuring h | driver cache writes h | measure phase h | search h (shards "
+          "in parallel) | driver merge h | alignment h (16 pairs a clip) | total h |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     cl = []
     for r, e in zip(big, ext):
         n = r["clips"]
         audio = n * CLIP_SECONDS
         measure = audio / rate / CLUSTER_CORES
+        phase = max(measure, e["put_s"])
         waves = math.ceil(r["shards"] / CLUSTER_CORES)
         search = waves * r["per_shard_s"]
-        align = round(EVAL_SHARE * n) * MAX_CANDIDATES * (pool["align_s_per_pair"] + 2 * last["frames_s"])
-        total = measure + search + r["driver_merge_s"] + e["put_s"] + align
-        cl.append({"clips": n, "audio_h": audio / 3600, "measure_h": measure / 3600, "search_h": search / 3600,
-                   "merge_h": r["driver_merge_s"] / 3600, "cache_h": e["put_s"] / 3600, "align_max_h": align / 3600,
-                   "total_h": total / 3600})
-        print(f"| {n:,} | {audio / 3600:,.0f} | {hours(measure)} | {hours(search)} | {hours(r['driver_merge_s'])} "
-              f"| {hours(e['put_s'])} | {hours(align)} | {hours(total)} |")
+        align = round(EVAL_SHARE * n) * MAX_CANDIDATES * per_pair
+        total = phase + search + r["driver_merge_s"] + align
+        cl.append({"clips": n, "audio_h": audio / 3600, "measure_h": measure / 3600, "cache_h": e["put_s"] / 3600,
+                   "measure_phase_h": phase / 3600, "search_h": search / 3600, "merge_h": r["driver_merge_s"] / 3600,
+                   "align_max_h": align / 3600, "total_h": total / 3600, "parallel_shards": min(r["shards"],
+                                                                                             CLUSTER_CORES)})
+        print(f"| {n:,} | {audio / 3600:,.0f} | {hours(measure)} | {hours(e['put_s'])} | {hours(phase)} "
+              f"| {hours(search)} ({min(r['shards'], CLUSTER_CORES)} at once) | {hours(r['driver_merge_s'])} "
+              f"| {hours(align)} | {hours(total)} |")
     out["cluster"] = cl
-
 
 if __name__ == "__main__":
     main()
