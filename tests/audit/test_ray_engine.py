@@ -89,7 +89,8 @@ def test_a_file_that_kills_its_worker_every_time_is_the_only_file_lost(
     lost = [f for f in res.findings if f.id == "file.lost"]
     assert [Path(f.evidence["path"]).name for f in lost] == ["t-clipped.wav"]
     assert "died twice" in lost[0].message and lost[0].severity.value == "error"
-    assert res.engine["worker_deaths"] == 2 and res.engine["lost"] == [lost[0].evidence["path"]]
+    # its chunk died (maybe more than once, as the files before it stream back late), then it alone twice
+    assert res.engine["worker_deaths"] >= 3 and res.engine["lost"] == [lost[0].evidence["path"]]
     # Every other file was measured, and the report says of them what the local engine says.
     assert [f["path"] for f in res.files] == [f["path"] for f in local_result.files]
     victim = lost[0].evidence["path"]

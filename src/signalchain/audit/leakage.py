@@ -110,7 +110,9 @@ def find_matches(entries: Sequence[Entry], windows: Sequence[np.ndarray],
         return matches, stats
     big, rank = train_split(sizes), side_rank(sizes)
     owner = np.concatenate([np.full(len(w), i, np.int64) for i, w in enumerate(windows)] or [np.zeros(0, np.int64)])
-    vectors = np.concatenate([w for w in windows] or [np.zeros((0, DIM), np.float32)]).astype(np.float32)
+    # Kept as they were stored (float16, 144 bytes a window): each index and each query set is made
+    # float32 on its own, so the driver never holds a float32 copy of every window at once.
+    vectors = np.concatenate([w for w in windows] or [np.zeros((0, DIM), np.float16)])
     stats["vectors"] = float(len(vectors))
     if not len(vectors):
         return matches, stats

@@ -5,8 +5,9 @@ and *streams* its results: a start marker, then one result per file as it is mea
 therefore knows which file a task is on at any moment, which gives the two fault rules:
 
 - a worker that dies (killed, out of memory, a decoder's segfault, a lost node) costs nothing already
-  streamed; the file it was on is retried alone, the rest of the chunk is sent again, and a file
-  whose worker dies `1 + retries` times is named as `file.lost`;
+  streamed; the file it was on is retried alone and the rest of the chunk is sent again (a result
+  streams back a moment after it is made, so a death is charged to a file only when it was alone),
+  and a file whose worker dies `1 + retries` times measuring it alone is named as `file.lost`;
 - a file measured for longer than `file_timeout` seconds (timed from when its task reached that file,
   never while the task waited for a CPU) has its worker stopped and is named as `file.lost`; it is
   not retried (a hang costs the whole timeout again), the rest of its chunk is sent again.
@@ -145,6 +146,7 @@ def _reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
 @dataclass
 class _Running:
     tasks: deque[Task]  # not yet streamed back, in order: the first is the one being measured
+    size: int = 0  # files the task was given
     since: float | None = None  # when the task reached its current file (None: not started yet)
 
 
@@ -165,7 +167,7 @@ class _Driver:
     def submit(self, chunk: list[Task]) -> None:
         first = os.path.basename(chunk[0][1].path or "") or f"item {chunk[0][0]}"
         gen = self.remote.options(name=f"signalchain-audit:{first[:60]}").remote(chunk, self.inject)
-        self.running[gen] = _Running(deque(chunk))
+        self.running[gen] = _Running(deque(chunk), len(chunk))
         self.stats.tasks += 1
 
     def give(self, n: int, item: Item, m: Measure | None) -> None:
@@ -179,23 +181,30 @@ class _Driver:
         (self.stats.hung if "did not finish" in why else self.stats.lost).append(item.ref)
 
     def failed(self, run: _Running, exc: BaseException) -> None:
-        """A task ended without streaming all its files: blame the file it was on, resend the rest."""
+        """A task ended without streaming all its files. A chunk's files are sent again (the first alone);
+        a file's own task dying 1 + retries times makes it lost."""
         if isinstance(exc, self.ray.exceptions.RayTaskError) and not self.any_result:
             raise UsageError(f"--engine ray: the workers cannot run signalchain's task ({str(exc)[:400]}); "
                              "install signalchain[ray] on every node (or give Ray a runtime environment that does)")
         self.stats.worker_deaths += 1
         rest = list(run.tasks)
-        if rest:  # it died on rest[0], or just after it (a result streams back a moment after it is made)
-            suspect, rest = rest[0], rest[1:]
+        if rest and run.size > 1:
+            # It died on rest[0], or on a later file whose predecessors' results had not streamed back
+            # yet: no file of a chunk is blamed. rest[0] runs alone next, the others as a chunk again.
+            self.stats.retried_files += 1
+            if rest[1:]:
+                self.queue.appendleft(rest[1:])
+            self.queue.appendleft(rest[:1])
+            return
+        if rest:  # a task of this one file: its death is the file's
+            suspect = rest[0]
             self.deaths[suspect[0]] += 1
             if self.deaths[suspect[0]] > self.retries:
                 self.lose(suspect, f"its worker died {plural_times(self.deaths[suspect[0]])} while measuring it "
-                                   f"({type(exc).__name__}); nothing of it was measured")
+                                   f"alone ({type(exc).__name__}); nothing of it was measured")
             else:
-                self.stats.retried_files += 1
                 self.queue.appendleft([suspect])
-        if rest:
-            self.queue.appendleft(rest)
+            return
 
     def step(self, limit: int) -> None:
         while self.queue and len(self.running) < limit:
@@ -272,8 +281,21 @@ def shard_runner(ray: Any, retries: int = RETRIES) -> ShardRunner:
     def run(shards: list[tuple[np.ndarray, np.ndarray]], queries: np.ndarray,
             k: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         qref = ray.put(queries)
-        refs = [remote.remote(v, o, qref, k, 1) for v, o in shards]
-        return (ray.get(ref) for ref in refs)  # in the shards' order: the merge breaks ties as one index would
+        # At most one shard task per CPU in flight, each shard sent as stored (float16): the object
+        # store never holds a copy of every indexed vector at once.
+        width = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        flight: deque[Any] = deque()
+        todo = iter(shards)
+        for v, o in todo:
+            flight.append(remote.remote(v, o, qref, k, 1))
+            if len(flight) >= width:
+                break
+        while flight:
+            got = ray.get(flight.popleft())  # in the shards' order: the merge breaks ties as one index would
+            nxt = next(todo, None)
+            if nxt is not None:
+                flight.append(remote.remote(nxt[0], nxt[1], qref, k, 1))
+            yield got
 
     return run
 
