@@ -116,6 +116,7 @@ def test_ctrl_c_stops_the_cluster_work_and_keeps_what_was_measured(planted: dict
 
 @pytest.mark.parametrize("args, says", [
     (["--address", "127.0.0.1:1"], "apply to --engine ray"),
+    (["--file-timeout", "5"], "apply to --engine ray"),
     (["--engine", "ray", "--file-timeout", "0"], "--file-timeout must be > 0"),
     (["--engine", "ray", "--retries", "-1"], "--retries must be ≥ 0"),
 ])

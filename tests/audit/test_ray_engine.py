@@ -150,5 +150,5 @@ def test_the_python_api_takes_the_engine(local_ray: Any, planted: dict[str, Any]
     doc = json.loads(rep.to_json())
     assert doc["engine"]["engine"] == "ray" and not rep.ok
     assert [(f["id"], f["message"]) for f in doc["findings"]] == [(f.id, f.message) for f in local_result.findings]
-    with pytest.raises(UsageError, match="apply to engine='ray'"):
+    with pytest.raises(UsageError, match="apply to engine='ray'"):  # file_timeout= too
         signalchain.audit(str(planted["train"]), address="127.0.0.1:1")

@@ -151,8 +151,9 @@ def audit(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = (),
         progress: a `signalchain.audit.run.Progress` told the count and each batch measured.
         engine: "local" (worker processes) or "ray" (Ray tasks; the same findings).
         address: with engine="ray", the cluster to join (default $RAY_ADDRESS, else a local Ray of `workers` CPUs).
-        retries, file_timeout: with engine="ray", a file whose worker dies 1 + retries times (default 2), or
-            measured for longer than file_timeout seconds (default 300), is one `file.lost` finding.
+        retries: a file whose worker (a Ray task, or a process when workers ≥ 2) dies 1 + retries times
+            measuring it alone (default 2) is one `file.lost` finding.
+        file_timeout: with engine="ray", a file measured for longer (seconds, default 300) is `file.lost`.
 
     Returns:
         An `AuditReport`. A path with nothing to audit raises `UsageError`, as on the command line.
@@ -173,8 +174,8 @@ def audit(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]] = (),
         raise UsageError(f"max_caption_tokens must be ≥ 1, got {max_caption_tokens}")
     if engine not in ("local", "ray"):
         raise UsageError(f"engine must be 'local' or 'ray', got {engine!r}")
-    if engine != "ray" and (address or retries is not None or file_timeout is not None):
-        raise UsageError("address=, retries= and file_timeout= apply to engine='ray'")
+    if engine != "ray" and (address or file_timeout is not None):
+        raise UsageError("address= and file_timeout= apply to engine='ray'")
     midi = is_midi_dataset(where, named)
     if midi and engine == "ray":
         raise UsageError("engine='ray' audits audio datasets; a MIDI audit runs here (workers=)")

@@ -8,6 +8,9 @@ sidecar becomes `Item.sidecar_state`.
 from __future__ import annotations
 
 import math
+import os
+import signal
+import time
 
 import numpy as np
 
@@ -20,7 +23,7 @@ from ..stats import CLIP_LEVEL, SILENCE_DBFS, to_dbfs
 from .rows import loads_json
 
 __all__ = ["measure_audio", "measure_example", "measure_batch", "read_sidecar", "hash_cache_refs", "quick_summary",
-           "Task", "LOST"]
+           "Task", "LOST", "INJECT_ENV", "inject_fault"]
 
 _FRAME_SECONDS = 0.02
 LOST = "lost: "  # the problem of a file no worker could finish (an engine's finding; never cached)
@@ -183,11 +186,30 @@ def hash_cache_refs(item: Item) -> None:
     item.cache_hashes = hashes
 
 
-def measure_batch(batch: list[Task]) -> list[tuple[int, Item, Measure | None]]:
+INJECT_ENV = "SIGNALCHAIN_AUDIT_INJECT"
+
+
+def inject_fault(spec: str, path: str) -> None:
+    """Put the fault of SIGNALCHAIN_AUDIT_INJECT into this worker when it reaches `path`: `kill:TEXT`
+    kills the process (SIGKILL) at a file whose path contains TEXT, `hang:TEXT` makes it sleep there;
+    rules are separated by `;`. How the engines' fault rules are proven on real worker processes."""
+    for rule in filter(None, (r.strip() for r in spec.split(";"))):
+        action, _, text = rule.partition(":")
+        if text and text in path:
+            if action == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            elif action == "hang":
+                time.sleep(10**6)
+
+
+def measure_batch(batch: list[Task], inject: str = "") -> list[tuple[int, Item, Measure | None]]:
     """In a worker (a process of the local pool, or a Ray task): read each item's sidecar and cache
-    hashes; decode and measure where asked. An exception is that item's problem, never the batch's."""
+    hashes; decode and measure where asked. An exception is that item's problem, never the batch's.
+    `inject`: the driver's SIGNALCHAIN_AUDIT_INJECT (never applied in the driver's own process)."""
     out = []
     for n, item, measure in batch:
+        if inject:
+            inject_fault(inject, item.path or "")
         try:
             read_sidecar(item)
             hash_cache_refs(item)

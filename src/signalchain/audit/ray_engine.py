@@ -20,15 +20,13 @@ The driver must be able to read the dataset (it reads the manifests and stats fi
 cache); the workers must reach the same paths and import signalchain (`pip install signalchain[ray]`
 on every node, or a Ray runtime environment that installs it).
 
-`SIGNALCHAIN_AUDIT_INJECT` puts a fault into the workers, to prove a cluster's set-up and these rules:
-`kill:TEXT` kills the worker (SIGKILL) whenever it reaches a file whose path contains TEXT,
-`hang:TEXT` makes it sleep there; several rules are separated by `;`.
+`SIGNALCHAIN_AUDIT_INJECT` (`measure.inject_fault`) puts a real fault into the workers, to prove a
+cluster's set-up and these rules.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import time
 from collections import Counter, deque
@@ -40,12 +38,11 @@ import numpy as np
 
 from ..errors import UsageError
 from ..records.audit import Item, Measure
-from .measure import LOST, Task, measure_batch
+from .measure import INJECT_ENV, LOST, Task, measure_batch
 from .search import ShardRunner, search_shard
 
 __all__ = ["RayStats", "dispatch_ray", "connect", "shard_runner", "INJECT_ENV", "RETRIES", "FILE_TIMEOUT"]
 
-INJECT_ENV = "SIGNALCHAIN_AUDIT_INJECT"
 RETRIES = 2  # a file whose worker dies 1 + RETRIES times is lost
 FILE_TIMEOUT = 300.0  # seconds one file may take (a 1-hour file takes about 2 s at 1,800x real time)
 CONNECT_TIMEOUT = 10.0  # seconds a cluster's head may take to accept a connection
@@ -81,26 +78,12 @@ class RayStats:
                 "driver_cpu_ms_per_file": round(1000 * self.driver_cpu / self.files, 2) if self.files else None}
 
 
-def _injected(spec: str, task: Task) -> None:
-    """Apply the driver's SIGNALCHAIN_AUDIT_INJECT to the file about to be measured (module docstring)."""
-    path = task[1].path or ""
-    for rule in filter(None, (r.strip() for r in spec.split(";"))):
-        action, _, text = rule.partition(":")
-        if text and text in path:
-            if action == "kill":
-                os.kill(os.getpid(), signal.SIGKILL)
-            elif action == "hang":
-                time.sleep(10**6)
-
-
 def _measure_stream(batch: list[Task], inject: str = "") -> Iterator[object]:
     """The Ray task: a start marker, then each file's `(number, item, measure)` as soon as it is done.
     `inject` is the driver's SIGNALCHAIN_AUDIT_INJECT (passed along: a worker's environment is the node's)."""
     yield "start"
     for task in batch:
-        if inject:
-            _injected(inject, task)
-        yield measure_batch([task])[0]
+        yield measure_batch([task], inject)[0]
 
 
 def connect(address: str | None, cpus: int) -> tuple[Any, bool, str]:

@@ -12,11 +12,9 @@ alignment needs them.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +38,8 @@ from .judge_splits import (
     judge_shared_ids,
 )
 from .leakage import Entry, Match, find_matches, train_split
-from .measure import LOST, Task, measure_batch
+from .measure import LOST, Task
+from .pool_engine import RETRIES, dispatch_local
 from .search import SHARD_VECTORS, ShardRunner
 from .sources import Source, read_items, resolve_sources
 
@@ -172,33 +171,6 @@ class _Collector:
         return [f for n in sorted(self.per_item) for f in self.per_item[n]]
 
 
-def _dispatch(chunks: list[list[Task]], workers: int, sink: _Collector, progress: Progress) -> None:
-    """Measure every chunk, in this process or in `workers` processes, feeding results to `sink`."""
-    if workers <= 1:
-        for chunk in chunks:
-            for n, item, m in measure_batch(chunk):
-                sink.take(n, item, m)
-            progress.advance(len(chunk))
-        return
-    with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-        todo = iter(chunks)
-        running: set[Future[list[tuple[int, Item, Measure | None]]]] = set()
-        for chunk in todo:  # a bounded number of tasks in flight: memory stays flat on any size
-            running.add(pool.submit(measure_batch, chunk))
-            if len(running) >= 4 * workers:
-                break
-        while running:
-            done, running = wait(running, return_when=FIRST_COMPLETED)
-            for fut in done:
-                batch = fut.result()
-                for n, item, m in batch:
-                    sink.take(n, item, m)
-                progress.advance(len(batch))
-                nxt = next(todo, None)
-                if nxt is not None:
-                    running.add(pool.submit(measure_batch, nxt))
-
-
 def _cross_split(sink: _Collector, cache: FingerprintCache, workers: int, fitted: FittedStats | None,
                  sampled: list[int] | list[str] | None, sampler_file: str | None, progress: Progress,
                  shard_vectors: int, run_shards: ShardRunner | None,
@@ -273,7 +245,7 @@ def run_audit(paths: Sequence[str] = (), splits: Sequence[tuple[str, str]] = (),
         chunks = [pending[i : i + CHUNK] for i in range(0, len(pending), CHUNK)]
         try:
             if engine == "ray" and chunks:  # nothing to measure starts no cluster
-                from .ray_engine import FILE_TIMEOUT, RETRIES, connect, dispatch_ray, shard_runner
+                from .ray_engine import FILE_TIMEOUT, connect, dispatch_ray, shard_runner
 
                 progress.say(f"measuring {plural(len(items), 'example')} ({len(cached)} from the cache) on Ray")
                 session = connect(address, workers)
@@ -285,8 +257,8 @@ def run_audit(paths: Sequence[str] = (), splits: Sequence[tuple[str, str]] = (),
             else:
                 progress.say(f"measuring {plural(len(items), 'example')} ({len(cached)} from the cache) with "
                              f"{plural(workers, 'worker')}")
-                _dispatch(chunks, workers, sink, progress)
-                engine_info = {"engine": engine, "workers": workers}
+                engine_info = dispatch_local(chunks, workers, sink.take, progress,
+                                             RETRIES if retries is None else retries)
         finally:
             sink.flush()  # Ctrl-C or a failure: what was measured is kept for the next run
         if cache.damaged_rows:

@@ -137,7 +137,8 @@ def _listen(result: AuditResult, pairs: int = 3, seconds: float = 8.0) -> list[d
               help="With --engine ray: a file measured for longer is named as lost and its worker "
                    "stopped [default: 300].")
 @click.option("--retries", type=int, default=None,
-              help="With --engine ray: a file whose worker dies 1 + this many times is named as lost [default: 2].")
+              help="A file whose worker (Ray, or --workers ≥ 2) dies 1 + this many times measuring it alone is "
+                   "named as lost [default: 2].")
 @common_options()
 @guarded
 def audit(paths: tuple[str, ...], splits: tuple[str, ...], workers: int, max_caption_tokens: int | None,
@@ -159,8 +160,8 @@ def audit(paths: tuple[str, ...], splits: tuple[str, ...], workers: int, max_cap
         raise UsageError("nothing to audit: give a PATH (manifest or folder) or --split NAME=PATH")
     if workers < 1:
         raise UsageError(f"--workers must be ≥ 1, got {workers}")
-    if engine != "ray" and (address or file_timeout is not None or retries is not None):
-        raise UsageError("--address, --file-timeout and --retries apply to --engine ray")
+    if engine != "ray" and (address or file_timeout is not None):
+        raise UsageError("--address and --file-timeout apply to --engine ray")
     if file_timeout is not None and not file_timeout > 0:
         raise UsageError(f"--file-timeout must be > 0 seconds, got {file_timeout:g}")
     if retries is not None and retries < 0:
