@@ -9,9 +9,11 @@
 
 Decoding 100 000 files is not needed to time a search: the vectors are made at scale from real
 fingerprints. A pool of real clips gives window vectors; each synthetic clip takes the 8 windows of
-a random pool clip, each moved by Gaussian noise (σ = 0.15, about 0.85 cosine to its origin, the
-spread different clips of one instrument and pattern show) and renormalised. 1 % of the evaluation
-clips are planted near-copies of training clips (σ = 0.03, cosine ≈ 0.97); recall is how many of
+a random pool clip, each moved by Gaussian noise (0.15/√72 a component: a noise of norm 0.15, about
+0.99 cosine to its origin and 0.98 between two clips of one pool clip, so those clips are all
+candidates of each other and the candidate lists are heavier than real data's; an earlier version of
+this text said 0.85) and renormalised. 1 % of the evaluation clips are planted near-copies of
+training clips (0.03/√72 a component, cosine ≈ 0.9996 to the original); recall is how many of
 them the approximate index finds, next to brute force. Brute force is timed on a tenth of the
 queries and scaled (its cost is linear in the queries).
 """
