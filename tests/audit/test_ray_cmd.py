@@ -56,7 +56,7 @@ def test_json_and_html_reports_equal_the_local_engines(planted: dict[str, Any], 
     (tmp_path / "local").mkdir()
     (tmp_path / "ray").mkdir()
     local = _audit(planted, tmp_path / "local")
-    on_ray = _audit(planted, tmp_path / "ray", "--engine", "ray")
+    on_ray = _audit(planted, tmp_path / "ray", "--engine", "ray", "--shard-vectors", "64")  # sharded, on Ray
     assert (local.returncode, on_ray.returncode) == (1, 1), on_ray.stderr[-2000:]
     a, b = (json.loads((tmp_path / d / "a.json").read_text()) for d in ("local", "ray"))
     assert _same_run(a) == _same_run(b)
@@ -119,6 +119,7 @@ def test_ctrl_c_stops_the_cluster_work_and_keeps_what_was_measured(planted: dict
     (["--file-timeout", "5"], "apply to --engine ray"),
     (["--engine", "ray", "--file-timeout", "0"], "--file-timeout must be > 0"),
     (["--engine", "ray", "--retries", "-1"], "--retries must be ≥ 0"),
+    (["--shard-vectors", "0"], "--shard-vectors must be ≥ 1"),
 ])
 def test_ray_options_usage_errors(tmp_path: Path, args: list[str], says: str) -> None:
     res = CliRunner().invoke(cli, ["audit", str(tmp_path), *args])

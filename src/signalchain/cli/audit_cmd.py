@@ -139,12 +139,15 @@ def _listen(result: AuditResult, pairs: int = 3, seconds: float = 8.0) -> list[d
 @click.option("--retries", type=int, default=None,
               help="A file whose worker (Ray, or --workers ≥ 2) dies 1 + this many times measuring it alone is "
                    "named as lost [default: 2].")
+@click.option("--shard-vectors", type=int, default=None, metavar="N",
+              help="Window vectors one search index holds before the search is sharded (on Ray: one task a shard) "
+                   "[default: 16777216, about 4.8 GB of index].")
 @common_options()
 @guarded
 def audit(paths: tuple[str, ...], splits: tuple[str, ...], workers: int, max_caption_tokens: int | None,
           stats_file: str | None, sampler_file: str | None, cache_path: str | None, no_cache: bool,
           engine: str, address: str | None, file_timeout: float | None, retries: int | None,
-          json_path: str | None, html_path: str | None, debug: bool) -> int:
+          shard_vectors: int | None, json_path: str | None, html_path: str | None, debug: bool) -> int:
     """Audit datasets (AudioCraft manifests, HF audiofolders, folders) and their splits, without a model.
 
     --engine ray measures the files as Ray tasks, on the cluster at --address or $RAY_ADDRESS (or a
@@ -164,6 +167,8 @@ def audit(paths: tuple[str, ...], splits: tuple[str, ...], workers: int, max_cap
         raise UsageError("--address and --file-timeout apply to --engine ray")
     if file_timeout is not None and not file_timeout > 0:
         raise UsageError(f"--file-timeout must be > 0 seconds, got {file_timeout:g}")
+    if shard_vectors is not None and shard_vectors < 1:
+        raise UsageError(f"--shard-vectors must be ≥ 1, got {shard_vectors}")
     if retries is not None and retries < 0:
         raise UsageError(f"--retries must be ≥ 0, got {retries}")
     if max_caption_tokens is not None and max_caption_tokens < 1:
@@ -186,7 +191,8 @@ def audit(paths: tuple[str, ...], splits: tuple[str, ...], workers: int, max_cap
             result = run_audit(paths, named, workers=workers, max_caption_tokens=max_caption_tokens,
                                stats_file=stats_file, sampler_file=sampler_file, cache_path=cache,
                                progress=_Bar(rep), engine=engine, address=address, retries=retries,
-                               file_timeout=file_timeout)
+                               file_timeout=file_timeout, **({} if shard_vectors is None else
+                                                             {"shard_vectors": shard_vectors}))
         except KeyboardInterrupt:
             kept = f"they are kept in the cache {cache}: a re-run measures only the rest" if cache else \
                 "nothing is kept (--no-cache)"
