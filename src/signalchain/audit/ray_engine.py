@@ -26,6 +26,7 @@ cluster's set-up and these rules.
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import time
@@ -237,9 +238,10 @@ class _Driver:
 
     def rate(self) -> None:
         now = time.monotonic()
-        if now - self.t_rate >= RATE_EVERY_S:
+        if now - self.t_rate >= RATE_EVERY_S and self.done:  # before the first file: the workers are starting
             speed = (self.done - self.done_rate) / (now - self.t_rate)
-            self.progress.say(f"measuring on Ray: {speed:,.0f} files/s across {self.stats.cpus} CPUs "
+            shown = f"{speed:,.1f}" if speed < 10 else f"{speed:,.0f}"
+            self.progress.say(f"measuring on Ray: {shown} files/s across {self.stats.cpus} CPUs "
                               f"on {self.stats.nodes} node{'s' if self.stats.nodes != 1 else ''}")
             self.t_rate, self.done_rate = now, self.done
 
@@ -295,7 +297,10 @@ def dispatch_ray(ray: Any, where: str, chunks: list[list[Task]], take: Take, pro
         stats.nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
         progress.say(f"measuring on Ray: {stats.cpus} CPUs on {stats.nodes} node{'s' if stats.nodes != 1 else ''}")
         driver = _Driver(ray, take, progress, retries, file_timeout, stats)
-        driver.queue.extend(chunks)
+        # Chunks small enough that every CPU gets two (a small dataset on a big cluster), at most as given.
+        tasks = [t for chunk in chunks for t in chunk]
+        size = max(1, min(max(map(len, chunks), default=1), math.ceil(len(tasks) / (2 * stats.cpus))))
+        driver.queue.extend(tasks[i : i + size] for i in range(0, len(tasks), size))
         limit = 2 * stats.cpus  # a task waiting per CPU keeps every worker fed; waiting is never timed
         while driver.queue or driver.running:
             driver.step(limit)
