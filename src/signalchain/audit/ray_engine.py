@@ -40,11 +40,11 @@ import numpy as np
 from ..errors import UsageError
 from ..records.audit import Item, Measure
 from .measure import INJECT_ENV, LOST, Task, measure_batch
+from .pool_engine import RETRIES  # one rule for both engines
 from .search import ShardRunner, search_shard
 
 __all__ = ["RayStats", "dispatch_ray", "connect", "shard_runner", "INJECT_ENV", "RETRIES", "FILE_TIMEOUT"]
 
-RETRIES = 2  # a file whose worker dies 1 + RETRIES times is lost
 FILE_TIMEOUT = 300.0  # seconds one file may take (a 1-hour file takes about 2 s at 1,800x real time)
 CONNECT_TIMEOUT = 10.0  # seconds a cluster's head may take to accept a connection
 POLL_S = 0.25  # how often the driver looks at deadlines while nothing arrives
