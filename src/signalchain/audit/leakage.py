@@ -16,12 +16,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from ..audio.fingerprint import DIM, align
-from .search import SHARD_VECTORS, WindowIndex, neighbours, sharded_neighbours
+from .search import SHARD_VECTORS, ShardRunner, sharded_neighbours
 
 __all__ = ["Entry", "Match", "find_matches", "train_split", "NEAR_SIMILARITY", "NEAR_COVERAGE"]
 
@@ -97,7 +96,7 @@ def _exact(entries: Sequence[Entry], sizes: dict[str, int]) -> list[Match]:
 def find_matches(entries: Sequence[Entry], windows: Sequence[np.ndarray],
                  frames_of: Callable[[int], np.ndarray | None], threads: int = 1,
                  progress: Callable[[str], None] | None = None, shard_vectors: int = SHARD_VECTORS,
-                 run_shards: Callable[..., Any] | None = None) -> tuple[list[Match], dict[str, float]]:
+                 run_shards: ShardRunner | None = None) -> tuple[list[Match], dict[str, float]]:
     """Every cross-split exact, near-duplicate and overlapping pair, and search statistics. Past
     `shard_vectors` indexed vectors the search is sharded (`search.sharded_neighbours`, shards mapped
     by `run_shards`: in turn here when None)."""
@@ -126,13 +125,11 @@ def find_matches(entries: Sequence[Entry], windows: Sequence[np.ndarray],
             continue
         if progress:
             progress(f"indexing {int((~mine).sum()):,} window fingerprints for the {split} split")
-        if (~mine).sum() <= shard_vectors:
-            index = WindowIndex.build(vectors[~mine], owner[~mine], threads)
-            pairs = neighbours(index, vectors[mine], owner[mine], NEIGHBOURS, CANDIDATE_SIMILARITY)
-        else:  # past one index's memory: shards, searched in turn here or as tasks of `run_shards`
-            pairs = sharded_neighbours(vectors[~mine], owner[~mine], vectors[mine], owner[mine], NEIGHBOURS,
-                                       CANDIDATE_SIMILARITY, shard_vectors=shard_vectors, threads=threads,
-                                       run=run_shards)
+        # One index here while it fits; past that, shards searched in turn here or as tasks of `run_shards`.
+        many = (~mine).sum() > shard_vectors
+        pairs = sharded_neighbours(vectors[~mine], owner[~mine], vectors[mine], owner[mine], NEIGHBOURS,
+                                   CANDIDATE_SIMILARITY, shard_vectors=shard_vectors, threads=threads,
+                                   run=run_shards if many else None)
         for pair, sim in pairs.items():
             found[pair] = max(sim, found.get(pair, -1.0))
     # Keep cross-split pairs, once each, eval side first; at most MAX_CANDIDATES per query item.

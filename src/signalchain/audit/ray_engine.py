@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from .._units import plural
 from ..errors import UsageError
 from ..records.audit import Item, Measure
 from .measure import INJECT_ENV, LOST, Task, measure_batch
@@ -68,6 +69,9 @@ class RayStats:
     files: int = 0
     seconds: float = 0.0
     driver_cpu: float = 0.0  # CPU seconds of the driver's process while the files were measured
+
+    def where(self) -> str:
+        return f"{plural(self.cpus, 'CPU')} on {plural(self.nodes, 'node')}"
 
     def as_dict(self) -> dict[str, Any]:
         return {"engine": "ray", "address": self.address, "nodes": self.nodes, "cpus": self.cpus,
@@ -159,10 +163,10 @@ class _Driver:
         self.done += 1
         self.progress.advance(1)
 
-    def lose(self, task: Task, why: str) -> None:
+    def lose(self, task: Task, why: str, hung: bool = False) -> None:
         n, item, _ = task
         self.give(n, item, Measure(problem=LOST + why))
-        (self.stats.hung if "did not finish" in why else self.stats.lost).append(item.ref)
+        (self.stats.hung if hung else self.stats.lost).append(item.ref)
 
     def failed(self, run: _Running, exc: BaseException) -> None:
         """A task ended without streaming all its files. A chunk's files are sent again (the first alone);
@@ -171,24 +175,23 @@ class _Driver:
             raise UsageError(f"--engine ray: the workers cannot run signalchain's task ({str(exc)[:400]}); "
                              "install signalchain[ray] on every node (or give Ray a runtime environment that does)")
         self.stats.worker_deaths += 1
-        rest = list(run.tasks)
-        if rest and run.size > 1:
-            # It died on rest[0], or on a later file whose predecessors' results had not streamed back
-            # yet: no file of a chunk is blamed. rest[0] runs alone next, the others as a chunk again.
+        if not run.tasks:
+            return
+        first, rest = run.tasks[0], list(run.tasks)[1:]
+        if run.size > 1:
+            # It died on `first`, or on a later file whose predecessors' results had not streamed back
+            # yet: no file of a chunk is blamed. `first` runs alone next, the others as a chunk again.
             self.stats.retried_files += 1
-            if rest[1:]:
-                self.queue.appendleft(rest[1:])
-            self.queue.appendleft(rest[:1])
+            if rest:
+                self.queue.appendleft(rest)
+            self.queue.appendleft([first])
             return
-        if rest:  # a task of this one file: its death is the file's
-            suspect = rest[0]
-            self.deaths[suspect[0]] += 1
-            if self.deaths[suspect[0]] > self.retries:
-                self.lose(suspect, f"its worker died {plural_times(self.deaths[suspect[0]])} while measuring it "
-                                   f"alone ({type(exc).__name__}); nothing of it was measured")
-            else:
-                self.queue.appendleft([suspect])
-            return
+        self.deaths[first[0]] += 1  # a task of this one file: its death is the file's
+        if self.deaths[first[0]] > self.retries:
+            self.lose(first, f"its worker died {plural_times(self.deaths[first[0]])} while measuring it alone "
+                             f"({type(exc).__name__}); nothing of it was measured")
+        else:
+            self.queue.appendleft([first])
 
     def step(self, limit: int) -> None:
         while self.queue and len(self.running) < limit:
@@ -232,7 +235,7 @@ class _Driver:
             self.ray.cancel(gen, force=True)  # stops its worker
             del self.running[gen]
             self.lose(run.tasks.popleft(), f"decoding did not finish in {self.timeout:g} s; its worker was stopped "
-                                           "(a file that hangs its decoder)")
+                                           "(a file that hangs its decoder)", hung=True)
             if run.tasks:
                 self.queue.appendleft(list(run.tasks))
 
@@ -241,8 +244,7 @@ class _Driver:
         if now - self.t_rate >= RATE_EVERY_S and self.done:  # before the first file: the workers are starting
             speed = (self.done - self.done_rate) / (now - self.t_rate)
             shown = f"{speed:,.1f}" if speed < 10 else f"{speed:,.0f}"
-            self.progress.say(f"measuring on Ray: {shown} files/s across {self.stats.cpus} CPUs "
-                              f"on {self.stats.nodes} node{'s' if self.stats.nodes != 1 else ''}")
+            self.progress.say(f"measuring on Ray: {shown} files/s across {self.stats.where()}")
             self.t_rate, self.done_rate = now, self.done
 
     def cancel_all(self) -> None:
@@ -295,7 +297,7 @@ def dispatch_ray(ray: Any, where: str, chunks: list[list[Task]], take: Take, pro
     try:
         stats.cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         stats.nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
-        progress.say(f"measuring on Ray: {stats.cpus} CPUs on {stats.nodes} node{'s' if stats.nodes != 1 else ''}")
+        progress.say(f"measuring on Ray: {stats.where()}")
         driver = _Driver(ray, take, progress, retries, file_timeout, stats)
         # Chunks small enough that every CPU gets two (a small dataset on a big cluster), at most as given.
         tasks = [t for chunk in chunks for t in chunk]
@@ -305,8 +307,8 @@ def dispatch_ray(ray: Any, where: str, chunks: list[list[Task]], take: Take, pro
         while driver.queue or driver.running:
             driver.step(limit)
         spent = max(time.monotonic() - t0, 1e-9)
-        progress.say(f"measured {driver.done:,} files on Ray: {driver.done / spent:,.1f} files/s across "
-                     f"{stats.cpus} CPUs on {stats.nodes} node{'s' if stats.nodes != 1 else ''}")
+        progress.say(f"measured {driver.done:,} files on Ray: {driver.done / spent:,.1f} files/s "
+                     f"across {stats.where()}")
     except BaseException:
         if driver is not None:
             driver.cancel_all()  # Ctrl-C or an error: no task keeps running for nobody
