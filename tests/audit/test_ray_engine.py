@@ -110,7 +110,7 @@ def test_a_file_that_hangs_its_decoder_is_stopped_and_named(local_ray: Any, plan
                     file_timeout=8.0)
     lost = [f for f in res.findings if f.id == "file.lost"]
     assert [Path(f.evidence["path"]).name for f in lost] == ["v-gain.wav"]
-    assert "did not finish in 8 s" in lost[0].message
+    assert "did not finish in 8 s" in lost[0].message and lost[0].severity.value == "warning"  # one slow try
     assert res.engine["hung"] == [lost[0].evidence["path"]]
     assert len(res.files) == len(local_result.files)
     # The copy it was is not reported (it was never measured); every other planted copy still is.

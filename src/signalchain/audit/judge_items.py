@@ -12,7 +12,7 @@ from ..checks.audio import CANCEL_DB, CLIP_SHARE, DC_LIMIT, SCALE_PEAK, SILENT_D
 from ..checks.base import make
 from ..findings import Finding
 from ..records.audit import STAGE_DATASET, Item, Measure
-from .measure import LOST
+from .measure import LOST, TIMED_OUT
 
 __all__ = ["judge_item", "judge_captions", "caption_tokens", "DURATION_TOLERANCE_S"]
 
@@ -49,8 +49,10 @@ def _file(item: Item, m: Measure) -> list[Finding]:
         return [_f("file.not_regular", "error", item, f"{what}, not a regular file: skipped without opening it",
                    "remove it or replace it with the audio file; a loader that opens it blocks (FIFO), reads "
                    "forever (device) or crashes (folder)", kind=what)]
-    if problem.startswith(LOST):
-        return [_f("file.lost", "error", item, problem[len(LOST):],
+    if problem.startswith(LOST):  # a timeout is one slow try (an overloaded node can make one): a warning
+        timed_out = problem.startswith(TIMED_OUT)
+        return [_f("file.lost", "warning" if timed_out else "error", item,
+                   problem[len(TIMED_OUT if timed_out else LOST):],
                    "decode it alone (python -c \"import soundfile as sf; sf.read('FILE')\"): a file that kills or "
                    "hangs its decoder stops a training data loader too; re-export or drop it", problem=problem)]
     if problem.startswith("sample rate: "):

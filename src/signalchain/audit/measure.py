@@ -23,10 +23,11 @@ from ..stats import CLIP_LEVEL, SILENCE_DBFS, to_dbfs
 from .rows import loads_json
 
 __all__ = ["measure_audio", "measure_example", "measure_batch", "read_sidecar", "hash_cache_refs", "quick_summary",
-           "Task", "LOST", "INJECT_ENV", "inject_fault"]
+           "Task", "LOST", "TIMED_OUT", "INJECT_ENV", "inject_fault"]
 
 _FRAME_SECONDS = 0.02
 LOST = "lost: "  # the problem of a file no worker could finish (an engine's finding; never cached)
+TIMED_OUT = LOST + "timeout: "  # ... one stopped after --file-timeout: a single slow try, not proof of a bad file
 
 Task = tuple[int, Item, bool]  # (number, item, decode it?)
 SIDECAR_LIMIT = 16 << 20  # bytes: a MusicInfo sidecar is a few hundred; past this it is not one

@@ -40,7 +40,7 @@ import numpy as np
 from .._units import plural
 from ..errors import UsageError
 from ..records.audit import Item, Measure
-from .measure import INJECT_ENV, LOST, Task, measure_batch
+from .measure import INJECT_ENV, LOST, TIMED_OUT, Task, measure_batch
 from .pool_engine import RETRIES  # one rule for both engines
 from .search import ShardRunner, search_shard
 
@@ -165,7 +165,7 @@ class _Driver:
 
     def lose(self, task: Task, why: str, hung: bool = False) -> None:
         n, item, _ = task
-        self.give(n, item, Measure(problem=LOST + why))
+        self.give(n, item, Measure(problem=(TIMED_OUT if hung else LOST) + why))
         (self.stats.hung if hung else self.stats.lost).append(item.ref)
 
     def failed(self, run: _Running, exc: BaseException) -> None:
@@ -235,7 +235,8 @@ class _Driver:
             self.ray.cancel(gen, force=True)  # stops its worker
             del self.running[gen]
             self.lose(run.tasks.popleft(), f"decoding did not finish in {self.timeout:g} s; its worker was stopped "
-                                           "(a file that hangs its decoder)", hung=True)
+                                           "(a file that hangs its decoder, or a node too busy to measure it: "
+                                           "decode it alone to tell)", hung=True)
             if run.tasks:
                 self.queue.appendleft(list(run.tasks))
 
