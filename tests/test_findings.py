@@ -68,5 +68,7 @@ def test_check_failed_carries_the_traceback():
         raise ValueError("boom")
     except ValueError as exc:
         f = check_failed("checks.data", exc, stage="tokens")
-    assert f.id == "internal.check_failed" and f.severity is Severity.ERROR
+    assert f.id == "internal.check_failed" and f.severity is Severity.WARNING  # ours, not the run's (DESIGN §4)
     assert "boom" in f.message and "ValueError" in f.evidence["traceback"]
+    assert "please report" in f.hint
+    assert exit_code([f]) == 0  # our crash never changes the exit code

@@ -135,14 +135,19 @@ def exit_code(findings: Iterable[Finding]) -> int:
 
 
 def check_failed(check: str, exc: BaseException, stage: str | None = None) -> Finding:
-    """The finding that replaces a check which crashed: the report goes on without it."""
+    """The finding that replaces a check which crashed: the report goes on without it.
+
+    A warning, never an error (DESIGN §4): a crash of ours is no evidence about the user's run, so it
+    never changes the exit code; what the check would have judged is simply not judged."""
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     return Finding(
         id="internal.check_failed",
-        severity=Severity.ERROR,
+        severity=Severity.WARNING,
         stage=stage,
-        message=f"check {check} crashed: {type(exc).__name__}: {exc}",
+        message=f"check {check} crashed: {type(exc).__name__}: {exc}; what it judges was not judged "
+                "(a signalchain bug, not a verdict on your run)",
         evidence={"exception": type(exc).__name__, "traceback": tb[-4000:]},
-        hint="this is a signalchain bug or an input it did not expect; the traceback says where",
+        hint="please report it (with the traceback in this finding's evidence) at signalchain's issue tracker; "
+             "every other finding stands",
         check=check,
     )

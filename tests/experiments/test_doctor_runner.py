@@ -22,6 +22,7 @@ from signalchain.experiments.doctor import (
     ordered_steps,
     run_family,
 )
+from signalchain.findings import exit_code
 from signalchain.records.figures import Audio, Bars, Curves, Stack, Table, Text
 
 FAMILIES_DIR = Path(__file__).parents[2] / "src" / "signalchain" / "experiments" / "families"
@@ -99,6 +100,7 @@ def test_a_crashing_judge_is_named_after_its_function():
     assert out[0].id == "internal.check_failed" and out[0].check == check_name(crashing_judge)
     assert check_name(crashing_judge) == f"{__name__.removeprefix('signalchain.')}.crashing_judge"
     assert out[1].message == "saw 1"  # the other judges go on
+    assert out[0].severity.value == "warning" and exit_code(out) == 0  # our crash is no verdict on the run
 
 
 def test_judges_read_named_results_the_family_and_every_finding_so_far():

@@ -122,6 +122,31 @@ def test_an_internal_failure_is_a_finding_not_a_crash(tmp_path, monkeypatch) -> 
     assert len(failed) == 1 and "injected" in failed[0].message and failed[0].evidence["hook"] == "end_step"
 
 
+def test_a_check_that_raises_is_a_warning_and_changes_no_other_finding(monkeypatch) -> None:
+    """Issue 40: the per-codebook CE raised on every clean step of a public script and hid the real
+    findings. A check of ours that raises is a warning naming it and "please report"; the run's
+    exit code and every other finding (here the NaN step's) are what they are without the crash."""
+    from signalchain.findings import exit_code
+    from signalchain.integrations import _scalars
+
+    def key(fs):
+        return [(f.id, f.severity, f.stage, f.message) for f in fs]
+
+    _, _, _, _, clean = run(LiveSession(out_dir=None, tensorboard=False, every=1), hooked=True)
+
+    def boom(*args, **kwargs):
+        raise IndexError("Target 64 is out of bounds.")
+
+    monkeypatch.setattr(_scalars, "per_codebook_ce", boom)
+    _, _, verdicts, moved, found = run(LiveSession(out_dir=None, tensorboard=False, every=1), hooked=True)
+    failed = [f for f in found if f.id == "internal.check_failed"]
+    assert len(failed) == 1 and failed[0].severity.value == "warning"  # said once, not on every step
+    assert "Target 64" in failed[0].message and "please report" in failed[0].hint
+    assert key([f for f in found if f.id != "internal.check_failed"]) == key(clean)
+    assert exit_code(found) == exit_code(clean) == 1  # the NaN step's error, and nothing from our crash
+    assert moved == [s != BAD for s in range(STEPS)]  # the run itself went on as before
+
+
 def test_strict_raises(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(LiveSession, "_end", lambda self, step, logs: 1 / 0)
     with pytest.raises(ZeroDivisionError):

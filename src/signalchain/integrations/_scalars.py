@@ -16,8 +16,9 @@ from typing import Any
 
 import torch
 
+from ..findings import Finding, Severity
 from ..monitor import Monitor
-from ._codebooks import per_codebook_ce
+from ._codebooks import CodebookCE, label_ignore_ids, per_codebook_ce
 from ._tensorboard import TensorBoardSink
 
 __all__ = ["StepScalars"]
@@ -36,6 +37,11 @@ class StepScalars:
     tb: TensorBoardSink
     _output: Any
     _labels: Any
+    _ignore_ids: tuple[int, ...] | None = None  # the model's own ignored label values, read once
+    _skip_said: bool = False
+
+    def _add(self, finding: Finding) -> None:  # provided by `Reporting`
+        raise NotImplementedError
 
     def scalar(self, tag: str, value: float, step: int) -> None:  # provided by `LiveSession`
         raise NotImplementedError
@@ -63,8 +69,15 @@ class StepScalars:
             self._safely("sample", self._sample, step)
 
     def _codebooks(self, step: int) -> None:
-        ce = per_codebook_ce(self._output, self._labels)
-        for k, value in enumerate(ce or []):
+        if self._ignore_ids is None:
+            self._ignore_ids = label_ignore_ids(self.model)
+        ce = per_codebook_ce(self._output, self._labels, self._ignore_ids)
+        if ce is None:
+            return
+        if ce.skipped and not self._skip_said:
+            self._skip_said = True
+            self._add(_skipped_labels(ce, step))
+        for k, value in enumerate(ce.values):
             self.scalar(f"ce/codebook_{k}", value, step)
             self.scalar(f"ppl/codebook_{k}", math.exp(min(value, 80.0)) if math.isfinite(value) else value, step)
 
@@ -80,3 +93,18 @@ class StepScalars:
         finally:
             model.train(training)
         self.tb.audio("sample", audio, int(rate), step)
+
+
+def _skipped_labels(ce: CodebookCE, step: int) -> Finding:
+    """Said once: label values neither in [0, V) nor ignored by the model's own convention."""
+    return Finding(
+        id="targets.unrecognised", severity=Severity.INFO, stage="targets",
+        message=f"step {step}: {ce.skipped} of {ce.positions} label positions hold values outside [0, {ce.vocab}) "
+                f"that are neither of the ignored ids {list(ce.ignore_ids)} "
+                f"(values such as {list(ce.skipped_values)}): "
+                "the per-codebook CE on TensorBoard leaves them out",
+        evidence={"step": step, "skipped": ce.skipped, "positions": ce.positions, "vocab": ce.vocab,
+                  "ignore_ids": list(ce.ignore_ids), "values": list(ce.skipped_values)},
+        hint="if your loss ignores these values on purpose, nothing to do; if not, they are labels the model "
+             "cannot predict: look at how the labels are built",
+        check="integrations.live")

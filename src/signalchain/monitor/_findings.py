@@ -36,10 +36,11 @@ def update_kept(step: int, norm: float, rank: int) -> Finding:
 
 
 def unjudged(step: int, reason: str, norm: float, weights: list[str]) -> Finding:
-    """The loss could not be read: the step was judged on its gradients and weights instead."""
+    """The loss could not be read: the step was judged on its gradients and weights instead. A warning:
+    not reading a loss is ours to fix, and a non-finite gradient or weight fires its own error."""
     finite = math.isfinite(norm) and not weights
     verdict = "finite" if finite else "NOT finite: the update must be skipped"
-    return make("internal.check_failed", "error", None,
+    return make("internal.check_failed", "warning", None,
                 f"step {step}: the monitor could not judge the loss: {reason}; judged on the gradients "
                 f"(norm {norm:.4g}) and the weights instead, which are {verdict}", CHECK,
                 hint="pass check() the loss tensor (reduced or not), or a float",
