@@ -47,22 +47,48 @@ def judge_loader(m: dict[str, Any]) -> list[Finding]:
                      hint="key the token cache by everything that changes the audio (clip, crop start and length, "
                           "resampling, codec version) or recompute tokens", revisits=len(m.get("revisits", [])),
                      stale=len(stale), example=[a, b])]
+    return _judge_repeats(batches, m.get("train_size"))
+
+
+def _judge_repeats(batches: list[dict[str, Any]], size: int | None) -> list[Finding]:
+    """Repeats judged against what the split's size and the number of draws imply.
+
+    A sampler that visits every example before repeating one (or draws with replacement) shows at
+    least ~0.63 of min(split size, draws) distinct examples; fewer than half is a cycle over a
+    handful, or a split that lists copies. A small split drawn more often than it has examples
+    repeats by design: epochs over ten clips are how a small fine-tune trains (info). The fault is a
+    loader whose every batch holds the same examples (only their order and crops change).
+    """
     examples = [h for b in batches for h in b["examples"]]
-    if examples:
-        # A sampler that visits every example before repeating one (or draws with replacement) shows
-        # at least ~0.63 of min(split size, draws) distinct examples; fewer than half is a cycle over
-        # a handful. Without the split's size, the draws are the bound.
-        size = m.get("train_size")
-        capacity = min(len(examples), size) if size else len(examples)
-        distinct = len(set(examples))
-        share = 1 - distinct / len(examples)
-        # The loader shows far fewer examples than it could, or it cycles over a handful of them
-        # (a tiny set seen epoch after epoch: most draws are repeats).
-        if distinct < REPEAT_SHARE * capacity or share > REPEAT_SHARE:
-            return [make("loader.repeats", "warning", "loader",
-                         f"{len(batches)} consecutive batches hold {distinct} distinct examples in {len(examples)} "
-                         f"draws ({100 * share:.0f}% repeats"
-                         + (f"; the training split lists {size}" if size else "") + ")",
-                         CHECK, hint="the sampler cycles over a handful of items: check the dataset size and sampler",
-                         repeated_share=share, examples=len(examples), distinct=distinct, train_size=size)]
+    if not examples:
+        return []
+    draws, distinct = len(examples), len(set(examples))
+    share = 1 - distinct / draws
+    told = (f"{len(batches)} consecutive batches hold {distinct} distinct examples in {draws} draws "
+            f"({100 * share:.0f}% repeats" + (f"; the training split lists {size}" if size else "") + ")")
+    ev = {"repeated_share": share, "examples": draws, "distinct": distinct, "train_size": size}
+    if size and distinct < REPEAT_SHARE * min(draws, size):
+        return [make("loader.repeats", "warning", "loader", told, CHECK,
+                     hint="the sampler cycles over a handful of items, or the split lists copies of a few: check "
+                          "the dataset's rows against its files and the sampler's indices", **ev)]
+    first = set(batches[0]["examples"])
+    if len(first) > 1 and all(set(b["examples"]) == first for b in batches[1:]):
+        return [make("loader.repeats", "warning", "loader",
+                     f"every one of {len(batches)} batches holds the same {len(first)} examples, only reordered or "
+                     "cropped anew" + (f" (the training split lists {size})" if size else "")
+                     + ": each update trains on one set of clips", CHECK,
+                     hint="a batch that covers the whole split: a debug subset left in (max_train_samples, "
+                          "train_size), or a sampler re-created every step over a few items; check the split's size",
+                     same_set=len(first), **ev)]
+    if not size and distinct < REPEAT_SHARE * draws:
+        return [make("loader.repeats", "info", "loader", told + ": without the split's size (no splits(), no "
+                     "loader.dataset) a small split seen epoch after epoch cannot be told from a sampler cycling over "
+                     "part of a larger one", CHECK,
+                     hint="give the pipeline splits() (or a loader with .dataset) so the repeats are judged", **ev)]
+    if size and draws > size and share > REPEAT_SHARE:
+        return [make("loader.repeats", "info", "loader",
+                     f"{told}: {draws / size:.1f} epochs of a small split, as a small fine-tune draws it; a long run "
+                     "on it can memorise (the generation family checks)", CHECK,
+                     hint="nothing to change for a small fine-tune; more clips (or augmentation) if generation replays "
+                          "training clips", **ev)]
     return []

@@ -34,7 +34,8 @@ def measure_loader(ctx: Context, model: torch.nn.Module) -> dict[str, Any]:
     which is exactly when a cache keyed by the clip alone goes stale.
     """
     p = ctx.pipeline
-    it = iter(p.loader("train"))
+    loader = p.loader("train")
+    it = iter(loader)
     batches: list[dict[str, Any]] = []
     seen: dict[str, list[dict[str, Any]]] = {}
     wanted = {"audio.original", "crop", "tokens"}
@@ -56,7 +57,7 @@ def measure_loader(ctx: Context, model: torch.nn.Module) -> dict[str, Any]:
             "examples": examples,
         })
     revisits = [v for v in seen.values() if len(v) > 1]
-    return {"batches": batches, "revisits": revisits, "train_size": _train_size(p)}
+    return {"batches": batches, "revisits": revisits, "train_size": _train_size(p) or _dataset_size(loader)}
 
 
 def _train_size(p: Any) -> int | None:
@@ -71,6 +72,15 @@ def _train_size(p: Any) -> int | None:
         return None if train is None else len(train)
     except Exception:  # a splits() that fails is the splits family's finding, not this one's
         return None
+
+
+def _dataset_size(loader: Any) -> int | None:
+    """The size of the dataset a loader draws from, where it says (a torch `DataLoader`'s `.dataset`)."""
+    try:
+        n = len(loader.dataset)
+    except Exception:  # no dataset, or one without a length (an IterableDataset)
+        return None
+    return int(n) if n > 0 else None
 
 
 def measure_token_audio(ctx: Context) -> dict[str, Any] | None:
