@@ -152,3 +152,44 @@ def build_clean(root: Path) -> dict[str, Any]:
     valid = [generate_clip(i, SEED + 1, SR) for i in range(100, 108)]
     return {"root": root, "train": write_audiocraft_dataset(train, root / "train"),
             "valid": write_audiocraft_dataset(valid, root / "valid")}
+
+
+def _takes(n: int, seed: int, seconds: float = 7.2) -> list[Clip]:
+    return [generate_clip(t, seed, SR, seconds=seconds) for t in range(n)]
+
+
+def _chunks(take: Clip, chunk: float = 2.0) -> list[np.ndarray]:
+    n = int(chunk * SR)
+    return [np.ascontiguousarray(take.audio[:, s : s + n]) for s in range(0, take.audio.shape[1], n)]
+
+
+def build_conventions(root: Path) -> dict[str, Any]:
+    """Clean datasets in the conventions real fine-tuning sets follow, each in its own folder of splits:
+
+    - `audiocraft/`: long takes cut into 2 s chunk files (`takeNN_chunkNNN.wav`, the tail shorter), each
+      chunk's MusicInfo sidecar copied from its take (every field present, some empty; no source id:
+      MusicInfo has none), a take in one split only;
+    - `audiofolder/`: the same cut as an HF audiofolder, `metadata.csv` holding only `file_name` and `text`.
+    Every chunk keeps its take's caption, so each caption is on four clips: pieces of one recording.
+    """
+    takes = {"train": _takes(6, SEED + 2), "valid": _takes(2, SEED + 3)}
+    for split, clips in takes.items():
+        rows, folder = [], root / "audiofolder" / split
+        folder.mkdir(parents=True)
+        chunks = []
+        for t, take in enumerate(clips):
+            info = {k: v for k, v in take.metadata.items() if k != "source_id"}
+            info.update(keywords="" if t % 2 else info["keywords"], moods=[] if t % 3 == 1 else info["moods"],
+                        title=f"{split} take {t}", artist="" if t % 2 else info["artist"])
+            for k, audio in enumerate(_chunks(take)):
+                name = f"{split}-take{t:02d}_chunk{k:03d}"
+                chunks.append(replace(take, audio=audio, source_id=name, metadata={**info, "name": name}))
+                sf.write(folder / f"{name}.wav", audio.T, SR)
+                rows.append(f'{name}.wav,"{take.caption}"')
+        write_audiocraft_dataset(chunks, root / "audiocraft" / split)
+        for wav in (root / "audiocraft" / split / "audio").glob("*.json"):  # MusicInfo carries no source id
+            info = json.loads(wav.read_text())
+            info.pop("source_id", None)
+            wav.write_text(json.dumps(info))
+        (folder / "metadata.csv").write_text("file_name,text\n" + "\n".join(rows) + "\n")
+    return {"audiocraft": root / "audiocraft", "audiofolder": root / "audiofolder"}

@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from audit_datasets import build_clean, build_planted  # noqa: E402
+from audit_datasets import build_clean, build_conventions, build_planted  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -21,3 +21,8 @@ def planted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def clean(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return build_clean(tmp_path_factory.mktemp("clean"))
+
+
+@pytest.fixture(scope="session")
+def conventions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return build_conventions(tmp_path_factory.mktemp("conventions"))

@@ -104,6 +104,26 @@ def test_placeholder_captions_warn_and_template_pairs_inform() -> None:
     assert found[0].evidence["count"] == 5
 
 
+def test_pieces_of_one_recording_share_its_caption_without_a_warning() -> None:
+    """Chunk files of a take, segments naming their file, clips with one source id: one recording each."""
+    chunks = [(Item("train", f"d/take{t}_chunk{k:03d}.wav", path=f"d/take{t}_chunk{k:03d}.wav", caption=f"take {t}"),
+               f"h{t}{k}") for t in range(3) for k in range(4)]
+    segments = [(Item("train", f"train[{i}]", caption="one song", origin="/music/song.wav"), f"s{i}") for i in range(5)]
+    same_id = [(Item("train", f"x{i}", caption="one take", source_id="rec-1"), f"x{i}") for i in range(4)]
+    found = judge_captions(chunks + segments + same_id)
+    assert [(f.id, f.severity.value) for f in found] == [("caption.duplicate", "info")]
+    assert sorted(map(len, found[0].evidence["groups"])) == [4, 4, 4, 4, 5]
+
+
+def test_a_placeholder_on_numbered_files_still_warns() -> None:
+    """Files numbered 0000…0039: the stripped name holds many captions, so each file is its own recording."""
+    items = [(Item("train", f"d/{i:04d}.wav", path=f"d/{i:04d}.wav", caption="music" if i < 4 else f"song {i}"),
+              f"h{i}") for i in range(40)]
+    found = judge_captions(items)
+    assert [(f.id, f.severity.value) for f in found] == [("caption.duplicate", "warning")]
+    assert found[0].evidence["count"] == 4
+
+
 def test_duration_tolerance_and_direction() -> None:
     m = Measure(sample_rate=32000, channels=1, samples=32000 * 3, summary={"rms_dbfs": -20.0})
     ok = Item("train", "x.wav", declared={"duration": 3.004, "sample_rate": 32000})

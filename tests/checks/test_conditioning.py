@@ -333,3 +333,29 @@ def test_metadata_repeated_examples_are_not_generic_captions():
     b = _meta_rows(40, lambda i: f"caption number {i % 4} with several words",
                    lambda i: {"title": f"song {i % 4}", "description": f"caption number {i % 4} with several words"})
     assert judge_metadata(ConditionData(batches=[b])) == []
+
+
+def test_segments_and_chunks_keep_their_recordings_caption():
+    """AudioCraft's segments (MusicInfo + SegmentInfo) and chunk files of a take share their recording's
+    caption: few captions for many pieces, and nothing missing (info, not a warning)."""
+    takes = [f"A {MOODS[t % 4]} {GEAR[t % 5]} piece recorded {PLACES[t % 4]}" for t in range(6)]
+    segments = _meta_rows(48, lambda i: takes[i % 6], lambda i: {
+        "description": takes[i % 6], "genre": GEAR[i % 5], "moods": [] if i % 4 == 2 else [MOODS[i % 4]],
+        "keywords": "", "meta": {"path": f"/music/take{i % 6}.wav", "duration": 30.0}, "seek_time": 0.37 * i})
+    chunks = _meta_rows(48, lambda i: takes[i // 8], lambda i: {
+        "file_name": f"train/take{i // 8:02d}_chunk{i % 8:03d}.wav", "text": takes[i // 8]})
+    for b in (segments, chunks):
+        f = judge_metadata(ConditionData(batches=[b]))
+        assert found(f) == [] and [x.id for x in f] == ["condition.metadata_missing"]
+        assert f[0].evidence["recordings"] == 6 and f[0].evidence["examples"] == 48
+
+
+def test_generic_captions_of_different_recordings_still_warn():
+    """The fault's record: a caption fallen back to the genre, each clip its own recording (a source id,
+    or a numbered file whose stripped name holds many captions)."""
+    genres = ["rock", "jazz", "folk", "pop"]
+    by_id = _meta_rows(48, lambda i: genres[i % 4], lambda i: {
+        "source_id": f"rec-{i:04d}", "title": f"Song {i}", "genre": genres[i % 4], "key": f"{'CDEFGAB'[i % 7]} major"})
+    numbered = _meta_rows(48, lambda i: genres[i % 4], lambda i: {"file_name": f"{i:04d}.wav", "genre": genres[i % 4]})
+    for b in (by_id, numbered):
+        assert found(judge_metadata(ConditionData(batches=[b]))) == [("condition.metadata_missing", "metadata")]

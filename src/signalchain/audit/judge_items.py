@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from ..checks.audio import CANCEL_DB, CLIP_SHARE, DC_LIMIT, SCALE_PEAK, SILENT_DBFS
 from ..checks.base import make
+from ..checks.pieces import sources
 from ..findings import Finding
 from ..records.audit import STAGE_DATASET, Item, Measure
 from .measure import LOST, TIMED_OUT
@@ -235,11 +236,14 @@ def judge_item(item: Item, m: Measure | None, max_caption_tokens: int | None = N
 
 
 def judge_captions(items: Sequence[tuple[Item, str]], min_group: int = 3, share: float = 0.01) -> list[Finding]:
-    """One caption on many different clips (a placeholder, a template): `items` are (item, audio hash).
+    """One caption on many different recordings (a placeholder, a template): `items` are (item, audio hash).
 
-    Groups of at least max(min_group, share·N) clips are a warning each; smaller ones one info.
+    Pieces of one recording count once (`checks.pieces`: the same source id, the same file, chunk
+    files of one take): segments and chunks keep their recording's caption. Groups of at least
+    max(min_group, share·N) recordings are a warning each; smaller ones one info; captions kept only
+    by the pieces of one recording another info.
     """
-    groups: dict[str, list[Item]] = defaultdict(list)
+    kept: list[tuple[Item, str]] = []
     seen: dict[str, set[str]] = defaultdict(set)
     for item, h in items:
         if item.caption and item.caption.strip():
@@ -247,18 +251,29 @@ def judge_captions(items: Sequence[tuple[Item, str]], min_group: int = 3, share:
             if h and h in seen[key]:
                 continue  # the same clip listed twice is not a caption problem
             seen[key].add(h)
-            groups[key].append(item)
+            kept.append((item, key))
+    named = [("id", i.source_id) if i.source_id else ("file", i.origin or i.path) if i.origin or i.path else None
+             for i, _ in kept]
+    groups: dict[str, list[Item]] = defaultdict(list)
+    recordings: dict[str, set[str]] = defaultdict(set)
+    for n, ((item, key), source) in enumerate(zip(kept, sources(named, [k for _, k in kept]))):
+        groups[key].append(item)
+        recordings[key].add(source or f"#{n}")
     limit = max(min_group, int(share * len(items)) + 1)
-    out, small = [], []
+    out, small, pieces = [], [], []
     for key, members in groups.items():
-        if len(members) >= limit:
+        takes = len(recordings[key])
+        cut = f" (pieces of {takes} recordings in {len(members)} clips)" if takes < len(members) else ""
+        if takes >= limit:
             out.append(make("caption.duplicate", "warning", STAGE_DATASET,
-                            f"{len(members)} different clips share the caption {key[:80]!r}, e.g. "
-                            f"{', '.join(m.where for m in members[:3])}", CHECK,
+                            f"{takes} different {'recordings' if cut else 'clips'} share the caption {key[:80]!r}"
+                            f"{cut}, e.g. {', '.join(m.where for m in members[:3])}", CHECK,
                             hint="a caption that fits many clips describes none; write specific ones",
-                            caption=key, count=len(members), paths=[m.ref for m in members]))
-        elif len(members) > 1:
+                            caption=key, count=takes, clips=len(members), paths=[m.ref for m in members]))
+        elif takes > 1:
             small.append(members)
+        elif len(members) > 1:
+            pieces.append(members)
     if small:
         out.append(
             make(
@@ -273,4 +288,11 @@ def judge_captions(items: Sequence[tuple[Item, str]], min_group: int = 3, share:
                 groups=[[m.ref for m in g] for g in small[:200]],
             )
         )
+    if pieces:
+        out.append(make("caption.duplicate", "info", STAGE_DATASET,
+                        f"{len(pieces)} caption{'s are' if len(pieces) > 1 else ' is'} each kept by the pieces of one "
+                        f"recording ({sum(map(len, pieces))} clips: the same source id or file, or chunk files of one "
+                        f"take), e.g. {pieces[0][0].where} and {pieces[0][1].where}", CHECK,
+                        hint="nothing to change: segments and chunks of a recording share its caption",
+                        groups=[[m.ref for m in g] for g in pieces[:200]]))
     return out

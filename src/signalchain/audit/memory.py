@@ -30,6 +30,7 @@ from .._tensor import to_numpy
 from ..audio.fingerprint import DIM
 from ..audio.io import read_audio
 from ..checks.base import make, run_check
+from ..checks.pieces import named_source
 from ..findings import Finding
 from ..records.audit import STAGE_SPLIT, Item, Measure
 from .judge_items import judge_captions, judge_item
@@ -203,6 +204,8 @@ def audit_clips(splits: Mapping[str, Sequence[Any]], max_caption_tokens: int | N
                 item = Item(split=str(split), ref=c.path or (ref + (f" {name}" if name else "")), path=c.path,
                             caption=c.caption)
                 item.take_metadata({**c.metadata, **({"source_id": c.source_id} if c.source_id else {})})
+                named = named_source(c.metadata)  # the file a piece was cut from, where the record names it
+                item.origin = named[1] if named and named[0] == "file" else c.path or _named_path(clip)
                 if c.audio is None:
                     m = None  # metadata only: ids and captions are judged, the audio cannot be
                     silent_records.append(item)

@@ -18,6 +18,7 @@ from scipy.stats import binomtest
 from ..findings import Finding
 from ..records.conditioning import ConditionBatch, ConditionData
 from .base import make
+from .pieces import count_recordings
 
 __all__ = ["words", "judge_empty", "judge_truncated", "judge_unknown_tokens", "judge_metadata", "judge_pairing",
            "judge_dropout", "judge_unseen_words", "CAPTION_CHECKS"]
@@ -224,6 +225,16 @@ def judge_metadata(data: ConditionData) -> list[Finding]:
     distinct = len({c for c, _ in rows})
     if distinct > 0.25 * examples:
         return []
+    told = f"{len(rows)} captions of {examples} distinct examples take only {distinct} distinct values"
+    recordings = count_recordings(rows)
+    if recordings is not None and recordings < examples and (recordings < 16 or distinct > 0.25 * recordings):
+        # Segments of a file (AudioCraft's MusicInfo + seek_time) or chunks of one take each keep their
+        # recording's caption: few captions for many pieces, none missing.
+        return [make("condition.metadata_missing", "info", "caption",
+                     f"{told}, but the examples are pieces of {recordings} recordings (their records name the same "
+                     "source id or file), each piece keeping its recording's caption", CHECK,
+                     hint="nothing to change: segments and chunks of one recording share its description",
+                     distinct=distinct, examples=examples, rows=len(rows), recordings=recordings)]
     mean_words = float(np.mean([len(words(c)) for c, _ in rows]))
     copies = Counter(k for c, m in rows for k, v in _meta_texts(m).items() if words(v) == words(c))
     source = copies.most_common(1)[0][0] if copies and copies.most_common(1)[0][1] >= 0.8 * len(rows) else None
@@ -231,7 +242,6 @@ def judge_metadata(data: ConditionData) -> list[Finding]:
     keys = sorted({k for _, m in rows for k in m})
     copied = f", copied from metadata field {source!r}" if source else ""
     ev = {"distinct": distinct, "examples": examples, "rows": len(rows)}
-    told = f"{len(rows)} captions of {examples} distinct examples take only {distinct} distinct values"
     if fields:
         best = max(fields, key=fields.get)
         return [

@@ -46,6 +46,7 @@ class Item:
     cache_refs: list[str] = field(default_factory=list)  # resolved paths of cached features
     cache_hashes: list[str] = field(default_factory=list)
     name_note: str | None = None  # why the file's name itself is a problem (not UTF-8)
+    origin: str | None = None  # the file a piece was cut from, where an in-memory record names it
 
     @property
     def where(self) -> str:
