@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import hf, reference, symbolic  # noqa: F401  (importing registers the members)
+from . import datasets, hf, reference, symbolic  # noqa: F401  (importing registers the members)
 from ._member import MEMBERS, Member
 from .pretrained import PretrainSpec, pretrained_state
 
