@@ -212,3 +212,67 @@ def test_a_run_that_stays_broken_is_replayed_once_and_counted_every_step() -> No
     assert train(model, mon, zero, opt) == [False] * 4
     assert mon.fired == [0, 1, 2, 3] and len(mon.reports) == 1
     assert len([f for f in mon.findings if f.id == "nonfinite.first"]) == 1
+
+
+class Wrapped(torch.optim.Optimizer):
+    """A wrapper in the style of Accelerate's `AcceleratedOptimizer`: a `torch.optim.Optimizer` subclass
+    that never calls its `__init__` (so `register_step_post_hook` on it raises) and holds the real one."""
+
+    def __init__(self, inner: torch.optim.Optimizer) -> None:  # no super().__init__, as Accelerate's
+        self.optimizer = inner
+
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    @property
+    def state(self):
+        return self.optimizer.state
+
+    def step(self, closure=None):
+        return self.optimizer.step(closure)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none)
+
+    def state_dict(self):
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state) -> None:
+        self.optimizer.load_state_dict(state)
+
+
+def test_a_wrapped_optimizer_is_hooked_through_its_inner_one() -> None:
+    """Monitor(model, accelerator.prepare(optimizer)) raised AttributeError out of its constructor: the
+    hook went on the wrapper, and the failure's own report read a field not set yet."""
+    model, opt = make()
+    mon = Monitor(model, Wrapped(opt), ratio_every=1, on_finding=lambda f: None)
+    assert mon.findings == [] and mon._hook is not None
+    loop_with(model, Wrapped(opt), mon, clear_before_step=True)  # steps counted inside: the skip is seen
+    assert [f.id for f in mon.findings] == ["optim.step_skipped"]
+
+
+def test_a_real_accelerated_optimizer_is_watched_silently() -> None:
+    pytest.importorskip("accelerate")
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+
+    model, opt = make()
+    try:
+        wrapped = Accelerator(cpu=True).prepare_optimizer(opt)
+        mon = Monitor(model, wrapped, replay=loss_fn, ratio_every=1)
+        assert train(model, mon, batches(3), wrapped) == [True] * 3
+    finally:  # the process-wide state an Accelerator leaves would decide later tests' precision
+        AcceleratorState._reset_state(reset_partial_state=True)
+    assert mon.findings == [] and all(r > 0 for r in mon.history["update_ratio"])
+
+
+def test_an_optimizer_hook_that_fails_is_a_finding_not_an_exception() -> None:
+    class Refuses(torch.optim.SGD):
+        def register_step_post_hook(self, hook):
+            raise RuntimeError("no hooks here")
+
+    model = Net()
+    mon = Monitor(model, Refuses(model.parameters(), lr=0.1), on_finding=lambda f: None)
+    assert [f.id for f in mon.findings] == ["internal.check_failed"]
+    assert "no hooks here" in mon.findings[0].message

@@ -3,6 +3,7 @@ and the gradient scaler's skips (a mixin: the state lives on `Monitor`)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -33,8 +34,26 @@ class UpdateJudges:
     _updated: bool
     _stepped: int
     _checked: bool
+    _stepping: Any
+    _rates: list[tuple[float, float | None]] | None
+    _scheduled_zero: bool
 
     _add: Callable[[Finding], None]
+
+    def _read_rates(self) -> None:
+        """Each group's learning rate as the update just used it, and the base rate an LR scheduler keeps
+        beside it (`initial_lr`, set by every torch scheduler; None without one)."""
+        groups = getattr(self._stepping, "param_groups", None) or []
+        self._rates = [(float(g.get("lr", math.nan)), float(g["initial_lr"]) if "initial_lr" in g else None)
+                       for g in groups]
+
+    def _zero_rate(self) -> str | None:
+        """Why this measured update used a learning rate of 0 in every group: "scheduled" (a scheduler
+        runs it from a base rate > 0: a warm-up's first step, by design), "set" (the rate itself is 0),
+        or None (some rate was not 0, or the rates were not read)."""
+        if not self._rates or any(lr != 0.0 for lr, _ in self._rates):
+            return None
+        return "scheduled" if all(base is not None and base > 0 for _, base in self._rates) else "set"
 
     def _read_scale(self) -> None:
         self._scale = float(self.scaler.get_scale())
@@ -69,13 +88,24 @@ class UpdateJudges:
         self.history["update_ratio"].append(ratio)
         self.history["ratio_steps"].append(float(self.steps))
         grad = self.history["grad_norm"][-1] if self._checked and self.history["grad_norm"] else None
-        if (moved == 0.0 and self._updated and self._stepped and grad is not None and grad > 0
+        if not (moved == 0.0 and self._updated and self._stepped and grad is not None and grad > 0
                 and not any(f.id == "optim.step_skipped" for f in self.findings)):
-            self._add(make("optim.step_skipped", "warning", "optimizer", f"step {self.steps}: optimizer.step() "
-                           f"changed none of {len(before)} parameters although the gradient norm was {grad:.3g}",
-                           CHECK, hint="the step ran without effect: zero_grad (or set_to_none) between backward "
-                                       "and step, a learning rate of 0, parameters missing from its groups",
-                           step=self.steps, grad_norm=grad, parameters=len(before)))
+            return
+        step, zero = self.steps - 1, self._zero_rate()  # `steps` already counts this step: 0-based as `fired`
+        if zero == "scheduled" and not self._scheduled_zero:
+            # HF's linear, cosine and constant warm-ups (and Lightning's) give the first update lr 0: no
+            # skip. A schedule at 0 on a second measured step (ratio_every apart) trains nothing: said then.
+            self._scheduled_zero = True
+            return
+        why = {"set": " at learning rate 0 in every parameter group",
+               "scheduled": " at learning rate 0 in every parameter group again: its schedule gave 0 on an earlier "
+                            "measured step too"}.get(zero or "", "")
+        self._add(make("optim.step_skipped", "warning", "optimizer", f"step {step}: optimizer.step() changed none "
+                       f"of {len(before)} parameters although the gradient norm was {grad:.3g}{why}", CHECK,
+                       hint="the step ran without effect: zero_grad (or set_to_none) between backward and step, a "
+                            "learning rate of 0, parameters missing from its groups",
+                       step=step, grad_norm=grad, parameters=len(before),
+                       **({"learning_rates": [lr for lr, _ in self._rates or []]} if zero else {})))
 
     def _judge_skips(self, scale: float) -> None:
         """Skipping most steps, or a scale below 1: the run trains on nothing (said once each)."""

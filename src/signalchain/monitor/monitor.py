@@ -64,6 +64,18 @@ PARAMS_EVERY = 100  # steps between re-listing the model's parameters (a model m
 RATIO_ELEMENTS = 1 << 22  # at most this many parameter values copied per measurement
 
 
+def stepping_optimizer(optimizer: Any) -> torch.optim.Optimizer | None:
+    """The torch optimizer whose `step()` updates the weights: wrappers hold it as `.optimizer`
+    (Accelerate's `AcceleratedOptimizer` subclasses `torch.optim.Optimizer` without its `__init__`, so
+    hooks cannot be registered on the wrapper itself; Lightning's `LightningOptimizer`). None when there
+    is nothing with a step hook to register."""
+    seen: set[int] = set()
+    while isinstance(getattr(optimizer, "optimizer", None), torch.optim.Optimizer) and id(optimizer) not in seen:
+        seen.add(id(optimizer))
+        optimizer = optimizer.optimizer
+    return optimizer if hasattr(optimizer, "register_step_post_hook") else None
+
+
 class NonFiniteError(SignalchainError):
     """A monitored step went non-finite and the monitor is strict."""
 
@@ -111,8 +123,9 @@ class Monitor(UpdateJudges):
         self._updated = True  # this step's update was meant to happen (check passed, scaler did not skip)
         self._stepped = 0  # optimizer.step() calls seen during this step
         self._hook: StepCalls | None = None
-        if optimizer is not None and hasattr(optimizer, "register_step_post_hook"):
-            self._guard(self._hook_optimizer)
+        self._stepping: Any = None  # the torch optimizer the hook counts (inside any wrapper)
+        self._rates: list[tuple[float, float | None]] | None = None  # (lr, a scheduler's initial_lr) per group
+        self._scheduled_zero = False  # a measured update at a scheduled rate of 0 was seen (a warm-up's start)
         self._batch: Any = None
         self._rng: Snapshot | None = None
         self._state: Snapshot | None = None  # before this step's update (snapshot=True)
@@ -121,6 +134,8 @@ class Monitor(UpdateJudges):
         self._located: set[str] = set()  # failure kinds ("loss", "gradient norm") already replayed
         self._said: set[tuple[str, str]] = set()  # internal failures already reported (once each)
         self._history_at = 0  # len(history["loss"]) when this check began
+        if stepping_optimizer(optimizer) is not None:  # last: a failure here is reported through the fields above
+            self._guard(self._hook_optimizer)
 
     # ---- the loop's side ------------------------------------------------------------------------
 
@@ -158,10 +173,13 @@ class Monitor(UpdateJudges):
     # ---- internals ------------------------------------------------------------------------------
 
     def _hook_optimizer(self) -> None:
-        self._hook = StepCalls(self.optimizer, on_step=self._count_step)
+        self._stepping = stepping_optimizer(self.optimizer)
+        self._hook = StepCalls(self._stepping, on_step=self._count_step)
 
     def _count_step(self) -> None:
         self._stepped += 1
+        if self._before is not None:  # a measured step: the rates this update used (a scheduler moves them next)
+            self._guard(self._read_rates)
 
     def _guard(self, fn: Callable[..., None], *args: Any) -> None:
         try:
@@ -194,6 +212,7 @@ class Monitor(UpdateJudges):
 
     def _begin(self, batch: Any) -> None:
         self._batch, self._checked, self._updated, self._before, self._stepped = batch, False, True, None, 0
+        self._rates = None
         self._rng = self._state = None  # never a previous step's: a replay from them would be wrong
         self._guard(self._take_start)
         if self.scaler is not None and self._scale is None:  # later steps carry the last step's scale over
