@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from signalchain.checks.profile import (
-    BUSY_SHARE,
     EXPENSIVE_MS,
     EXPENSIVE_SHARE,
     MEMORY_SHARE,
@@ -144,21 +143,58 @@ def test_the_ms_floor_holds_on_every_step_too() -> None:
     assert _ids(rep) == []  # 50 % of each step, but one step's window is under the floor
 
 
-def test_a_step_whose_thread_queued_for_a_cpu_is_not_judged_and_the_summary_says_so() -> None:
-    # on a loaded machine a window's wall time is chance: the step thread queued for a CPU BUSY_SHARE of
-    # step 0 (at the threshold) and 1 % of step 1, so step 0's share is dropped and step 1's 60 % judged
+def test_a_step_whose_thread_queued_for_a_cpu_is_taken_out_not_dropped_and_the_summary_says_so() -> None:
+    # the busy ms are the steps' own time (the step thread's run-queue delay already out): a step that
+    # queued for a CPU 40 % of its wall time and more is judged like any other, and named in the summary
     rep = _steps([700.0, 60.0], [1000.0, 100.0])
-    rep.wall_ms, rep.queued_ms = [1000.0, 100.0], [BUSY_SHARE * 1000.0, 1.0]
+    rep.wall_ms, rep.queued_ms, rep.delay_ms = [2000.0, 101.0], [1000.0, 1.0], 500.5
     out = judge_profile(rep)
     [f] = [f for f in out if f.id == "perf.expensive_stage"]
-    assert f.evidence["step_shares"] == [0.6] and busy_steps(rep) == [0]
+    assert f.evidence["step_shares"] == [0.7, 0.6] and busy_steps(rep) == [0]
     [s] = [f for f in out if f.id == "perf.profile"]
-    assert "1 of 2 profiled steps not judged" in s.message and s.evidence["busy_steps"] == [0]
+    assert "1 of 2 steps over 40%" in s.message and "taken out of every share" in s.message
+    assert s.evidence["busy_steps"] == [0]
 
 
-def test_when_every_step_queued_for_a_cpu_nothing_is_judged() -> None:
-    rep = _steps([700.0, 600.0], [1000.0, 1000.0])  # expensive on both steps...
-    rep.wall_ms, rep.queued_ms = [1000.0, 1000.0], [500.0, 450.0]  # ...but both waited half their time
-    assert _ids(rep) == []
-    rep.queued_ms = [BUSY_SHARE * 1000.0 * 0.9] * 2  # just under: judged
+def test_the_other_threads_queueing_bounds_the_share_and_an_open_verdict_is_said() -> None:
+    rep = _steps([400.0, 450.0], [1000.0, 1000.0])  # 40-45 % of each step on its estimate
+    rep.others_ms = [50.0, 60.0]  # the pool threads queued: 35-39 % on the lower bound, still over
     assert _ids(rep) == [("perf.expensive_stage", "audio.resampled")]
+    rep.others_ms = [150.0, 160.0]  # 25-29 %: it could be either
+    assert _ids(rep) == []
+    [s] = judge_profile(rep)
+    assert s.evidence["not_judged"] == ["audio.resampled"] and "OMP_NUM_THREADS=1" in s.message
+
+
+def _codec(ms: float, numel: int, input_numel: int, **memory: int) -> StageCost:
+    return StageCost("tokens", DATA, ms, ms / 1000, busy_ms=[ms, ms], frozen_ms=0.9 * ms, frozen_numel=numel,
+                     input_numel=input_numel, ops=[OpTime("aten::mkldnn_convolution", ms, 5, "/u/codec.py:3")],
+                     **memory)
+
+
+def _with(stage: StageCost) -> StepProfile:
+    rest = StageCost("backward", BACKWARD, 1000 - stage.ms, 0.5, busy_ms=[1000 - stage.ms] * 2,
+                     peak=4 * MB, peak_level=4 * MB)
+    return StepProfile([stage, rest], 1000.0, 2, "cpu", "test", "loader", busy_ms=[1000.0, 1000.0])
+
+
+def test_a_frozen_network_on_its_stages_own_input_is_an_info_and_on_more_a_warning() -> None:
+    own = [f for f in judge_profile(_with(_codec(450.0, 64_000, 64_000))) if f.id == "perf.expensive_stage"]
+    assert [(f.stage, f.severity.value) for f in own] == [("tokens", "info")] and own[0].evidence["convention"]
+    whole = [f for f in judge_profile(_with(_codec(450.0, 256_000, 64_000))) if f.id == "perf.expensive_stage"]
+    assert [(f.stage, f.severity.value) for f in whole] == [("tokens", "warning")] and "4.0×" in whole[0].message
+    unknown = [f for f in judge_profile(_with(_codec(450.0, 64_000, 0))) if f.id == "perf.expensive_stage"]
+    assert [f.severity.value for f in unknown] == ["warning"]  # no input tapped: nothing says it is the convention
+
+
+def test_a_peak_inside_a_networks_forward_is_its_working_memory_unless_the_stage_holds_it() -> None:
+    scratch = dict(peak=40 * MB, kept=0, peak_level=40 * MB, value_bytes=4_000, input_bytes=256_000)
+    out = [f for f in judge_profile(_with(_codec(5.0, 64_000, 64_000, peak_in_net=True, **scratch)))
+           if f.id == "perf.memory_peak"]
+    assert [(f.stage, f.severity.value) for f in out] == [("tokens", "info")] and "not a leak" in out[0].message
+    held = {**scratch, "kept": 30 * MB}
+    out = [f for f in judge_profile(_with(_codec(5.0, 64_000, 64_000, peak_in_net=True, **held)))
+           if f.id == "perf.memory_peak"]
+    assert [f.severity.value for f in out] == ["warning"]
+    out = [f for f in judge_profile(_with(_codec(5.0, 64_000, 64_000, **scratch))) if f.id == "perf.memory_peak"]
+    assert [f.severity.value for f in out] == ["warning"]  # outside any network: the step's own allocation

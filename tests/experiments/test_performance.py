@@ -43,12 +43,30 @@ def _openblas():
     return None
 
 
+class QuietThreads:
+    """The family's thread clock on the fake clock: the thread's real CPU time (what the fake clock
+    advances by, besides sleeps) and a run-queue delay of `queued` seconds (0 unless a test's
+    pipeline is preempted), no other thread's."""
+
+    queued = 0.0
+
+    def thread(self):
+        return time.thread_time(), QuietThreads.queued
+
+    def others(self):
+        return 0.0
+
+    def close(self):
+        pass
+
+
 @pytest.fixture(autouse=True)
 def fake_clock(monkeypatch):
     """One fake clock for the family's timer, the catalogue's faults (and their pacing) and the bugs
-    written here; with no run-queue delay, the family judges instead of calling the machine busy."""
+    written here; with no run-queue delay, no update is said to have waited for a CPU."""
     clock = install(monkeypatch, measuring, faults, _pace, sys.modules[__name__])
-    monkeypatch.setattr(measuring, "run_queue_delay", lambda: 0.0)
+    monkeypatch.setattr(measuring, "ThreadClock", QuietThreads)
+    monkeypatch.setattr(QuietThreads, "queued", 0.0)
     return clock
 
 
@@ -84,7 +102,7 @@ def test_clean_reference_is_silent(seed):
     assert warnings_of(r) == [], [f.message for f in r.findings]
     assert r.families == ["performance"]
     rows = r.metrics["performance.updates"]["rows"]
-    assert len(rows) == 17 and all(isinstance(row[1], float) and row[2] > 0 for row in rows)
+    assert len(rows) == 17 + Budget().perf_reread and all(isinstance(row[1], float) and row[2] > 0 for row in rows)
     assert {"update (compute)", "waiting for the batch"} <= set(r.metrics["performance.timeline"]["series"])
     (summary,) = [f for f in r.findings if f.id == "perf.summary"]
     assert summary.evidence["syncs_per_update"] < 8
@@ -165,6 +183,77 @@ def test_bugs_written_here_are_found(bug, steps, expected):
     if bug is TwoShards:
         (f,) = [f for f in r.findings if f.id == "perf.slow_worker"]
         assert f.evidence["period"] == 2 and f.evidence["residue"] == 1
+
+
+def _preempt(seconds):
+    """Stand in for other processes holding the cores: the thread is off a CPU, runnable, for
+    `seconds` (the fake clock advances, and the thread's run-queue delay with it)."""
+    time.sleep(seconds)
+    QuietThreads.queued += seconds
+
+
+def busy(base, factor=3.0):
+    """`base` on a machine where other processes hold the cores: every batch and every step takes
+    `factor` times its own time more, spent waiting for a CPU (load ≈ 1 + factor per core)."""
+
+    class Busy(base):
+        def loader(self, split="train", seed=0):
+            it = iter(super().loader(split, seed))
+            while True:
+                t0 = time.perf_counter()
+                batch = next(it)
+                _preempt(factor * (time.perf_counter() - t0))
+                yield batch
+
+        def step(self, model, batch, tap=lambda s, v, **m: v):
+            c0 = time.thread_time()
+            out = super().step(model, batch, tap)
+            _preempt(factor * (time.thread_time() - c0))
+            return out
+
+    Busy.__name__ = f"Busy{base.__name__}"
+    return Busy
+
+
+def test_a_busy_machine_is_taken_out_of_every_time():
+    """Three quarters of every wait and step spent queued for a CPU: the old judge dropped every update
+    and said only `perf.machine_busy`; now the clean run is silent and the data-bound one named."""
+    r = doctor(busy(ReferencePipeline)(SMALL), steps=9)
+    assert warnings_of(r) == [], [f.message for f in r.findings]
+    assert "perf.machine_busy" not in {f.id for f in r.findings}
+    (summary,) = [f for f in r.findings if f.id == "perf.summary"]
+    assert summary.evidence["queued_share"] > 0.5 and "taken out" in summary.message
+    r = doctor(busy(FetchEveryBatch)(SMALL), steps=9)
+    assert ("perf.data_bound", "loader") in warnings_of(r), [f.message for f in r.findings]
+
+
+class DecodeOnFirstAccess(ReferencePipeline):
+    """Each clip is fetched and decoded (60 ms) the first time it is read, then served from memory:
+    the first epoch waits, later ones do not."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.decoded = set()
+
+    def make_batch(self, indices, seed, data_seed=0):
+        for i in indices:
+            if (int(i), data_seed) not in self.decoded:
+                time.sleep(0.06)
+                self.decoded.add((int(i), data_seed))
+        return super().make_batch(indices, seed, data_seed)
+
+
+def test_a_cache_filling_on_the_first_pass_is_a_cold_start_not_data_bound(fake_clock):
+    r = doctor(DecodeOnFirstAccess(SMALL), steps=9)
+    assert warnings_of(r) == [], [f.message for f in r.findings]
+    (cold,) = [f for f in r.findings if f.id == "perf.cold_start"]
+    assert cold.evidence["second_pass"] and cold.evidence["cold_wait_ms"] >= 4 * 60
+    rows = r.metrics["performance.updates"]["rows"]
+    assert [row[-1] for row in rows] == [1] * 9 + [2] * Budget().perf_reread
+    # the same loader without its cache is data bound: the second pass waits as long as the first
+    r = doctor(ReferencePipeline(SMALL).with_faults(["slow_clip_reads"]), steps=9)
+    assert ("perf.data_bound", "loader") in warnings_of(r)
+    assert "perf.cold_start" not in {f.id for f in r.findings}
 
 
 def test_a_pipeline_without_a_loader_is_still_timed(toy):

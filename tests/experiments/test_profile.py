@@ -133,7 +133,7 @@ class SlowPrepPipeline:
     name = "slow-prep"
 
     def __init__(self, slow: set[int], load: bool) -> None:
-        self.slow, self.load, self.calls, self.waited = slow, load, 0, 0.0
+        self.slow, self.load, self.calls, self.waited, self.other_calls = slow, load, 0, 0.0, 0
 
     def golden_batch(self, seed: int) -> torch.Tensor:
         return torch.randn(4, 8, generator=torch.Generator().manual_seed(seed))
@@ -157,10 +157,28 @@ class SlowPrepPipeline:
         return StepOutput(loss=tap("loss", logits.pow(2).mean()))
 
 
+class FakeThreads:
+    """The step thread's clock, where the run-queue delay is what the pipeline says it waited (None:
+    not readable), and no other thread queued."""
+
+    def __init__(self, p: SlowPrepPipeline, readable: bool, others: float = 0.0) -> None:
+        self.p, self.readable, self.exclude, self.queued_others = p, readable, set(), others
+
+    def thread(self) -> tuple[float, float | None]:
+        return time.thread_time(), self.p.waited if self.readable else None
+
+    def others(self) -> float | None:
+        self.p.other_calls += 1
+        return self.queued_others * (self.p.other_calls // 2) if self.readable else None
+
+    def close(self) -> None:
+        pass
+
+
 def _slow_profile(monkeypatch: pytest.MonkeyPatch, slow: set[int], load: bool,
-                  readable: bool = True) -> tuple[StepProfile, list[Any]]:
+                  readable: bool = True, others: float = 0.0) -> tuple[StepProfile, list[Any]]:
     p = SlowPrepPipeline(slow, load)
-    monkeypatch.setattr(profile_mod, "run_queue_delay", lambda thread=None: p.waited if readable else None)
+    monkeypatch.setattr(profile_mod, "ThreadClock", lambda: FakeThreads(p, readable, others))
     rep = profile_steps(Context(pipeline=p), steps=2)
     return rep, [f for f in judge_profile(rep) if f.id == "perf.expensive_stage"]
 
@@ -172,7 +190,7 @@ def test_one_step_stretched_by_a_busy_machine_is_taken_out_and_not_judged(monkey
     assert s.delay_ms == pytest.approx(SLEEP * 1000 / 2, rel=1e-6)  # the fake's wait, all in its window
     assert rep.delay_ms is not None and rep.delay_ms >= s.delay_ms
     assert s.busy_ms[0] <= s.ms * 2 - SLEEP * 1000 * 0.999  # the noisy step's window less the wait
-    assert s.share >= EXPENSIVE_SHARE  # the wall-clock mean alone would have named it (the old rule)
+    assert s.wall_share >= EXPENSIVE_SHARE > s.share  # the wall-clock mean alone would have named it (an old rule)
     assert found == []
 
 
@@ -196,3 +214,99 @@ def test_a_stage_slow_on_every_step_only_from_load_is_not_named(monkeypatch: pyt
     rep, found = _slow_profile(monkeypatch, {0, 1}, load=True)
     assert rep.stage("audio.resampled").delay_ms == pytest.approx(SLEEP * 1000, rel=1e-6)  # type: ignore[union-attr]
     assert found == []
+
+
+def test_a_stage_expensive_only_if_its_pool_threads_queued_for_nothing_is_withheld_with_what_to_run(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every step's data stage takes SLEEP, but the process's other threads queued SLEEP too: the step
+    may have waited for them, so the share is known only to lie in [0, 1]: not judged, and said so."""
+    rep, found = _slow_profile(monkeypatch, {0, 1}, load=False, others=SLEEP)
+    assert rep.others_ms and min(rep.others_ms) == pytest.approx(SLEEP * 1000)
+    assert found == []
+    [summary] = [f for f in judge_profile(rep) if f.id == "perf.profile"]
+    assert summary.evidence["not_judged"] == ["audio.resampled"] and "set_num_threads(1)" in summary.message
+
+
+# ---- a frozen network inside the step: the on-the-fly convention, and work thrown away ----------
+
+BIG = 16 << 20  # bytes of a frozen network's scratch: far above the tiny step's own memory
+
+
+class _Frozen(nn.Module):
+    """A frozen 'codec': a conv whose forward takes SLEEP (a large encoder) and, with `scratch`, BIG
+    bytes of working memory, freed when it returns."""
+
+    def __init__(self, scratch: bool) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(1, 8, 3, padding=1).requires_grad_(False)
+        self.scratch = scratch
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        time.sleep(SLEEP)
+        if self.scratch:
+            work = torch.ones(BIG // 4)
+            x = x + work[:1].sum() * 0
+            del work
+        return self.conv(x)
+
+
+class FrozenPrepPipeline(SlowPrepPipeline):
+    """Crops its audio, then encodes with a frozen network: the crop (`whole=False`) or the whole clip
+    four times longer (`whole=True`), as a codec run before the crop would."""
+
+    name = "frozen-prep"
+
+    def __init__(self, whole: bool = False, scratch: bool = False, keep: bool = False) -> None:
+        super().__init__(set(), False)
+        self.encoder, self.whole, self.keep, self.kept = _Frozen(scratch), whole, keep, None
+
+    def golden_batch(self, seed: int) -> torch.Tensor:
+        return torch.randn(4, 1, 64, generator=torch.Generator().manual_seed(seed))
+
+    def build_model(self, seed: int) -> nn.Module:
+        torch.manual_seed(seed)
+        return nn.Linear(8 * 16, 8)
+
+    def step(self, model: nn.Module, batch: torch.Tensor, tap: Any) -> StepOutput:
+        x = tap("audio.original", batch)
+        crop = tap("audio.cropped", x[..., :16].contiguous())
+        with torch.no_grad():
+            codes = self.encoder(x if self.whole else crop)[..., :16]
+            if self.keep:  # a dense buffer built next to the codec and kept: the user's, not the network's
+                self.kept = torch.ones(BIG // 4)
+        codes = tap("tokens", codes)
+        logits = tap("logits", model(codes.reshape(codes.shape[0], -1)))
+        return StepOutput(loss=tap("loss", logits.pow(2).mean()))
+
+
+def _frozen_findings(monkeypatch: pytest.MonkeyPatch, **kw: bool) -> tuple[StepProfile, list[Any]]:
+    p = FrozenPrepPipeline(**kw)
+    monkeypatch.setattr(profile_mod, "ThreadClock", lambda: FakeThreads(p, True))
+    rep = profile_steps(Context(pipeline=p), steps=2)
+    return rep, [f for f in judge_profile(rep) if f.id in ("perf.expensive_stage", "perf.memory_peak")]
+
+
+def test_a_frozen_codec_on_the_stages_own_input_is_the_convention_not_a_warning(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    rep, found = _frozen_findings(monkeypatch, scratch=True)
+    tokens = rep.stage("tokens")
+    assert tokens is not None and tokens.kind == DATA and tokens.frozen_ms >= 0.9 * SLEEP * 1000
+    assert tokens.frozen_numel == tokens.input_numel == 4 * 16 and tokens.peak_in_net
+    assert sorted((f.id, f.stage, f.severity.value) for f in found) == [
+        ("perf.expensive_stage", "tokens", "info"), ("perf.memory_peak", "tokens", "info")]
+    [slow] = [f for f in found if f.id == "perf.expensive_stage"]
+    assert slow.evidence["convention"] and "cache codec tokens" in slow.hint
+
+
+def test_a_frozen_codec_on_more_than_its_stage_was_given_is_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    rep, found = _frozen_findings(monkeypatch, whole=True)
+    tokens = rep.stage("tokens")
+    assert tokens is not None and tokens.frozen_numel == 4 * tokens.input_numel
+    [slow] = [f for f in found if f.id == "perf.expensive_stage"]
+    assert (slow.stage, slow.severity.value) == ("tokens", "warning") and "drops" in slow.message
+
+
+def test_memory_a_stage_keeps_beside_a_frozen_network_is_still_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    rep, found = _frozen_findings(monkeypatch, keep=True)
+    assert [(f.id, f.stage, f.severity.value) for f in found if f.id == "perf.memory_peak"] == [
+        ("perf.memory_peak", "tokens", "warning")]

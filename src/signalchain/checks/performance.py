@@ -1,21 +1,25 @@
 """Judge where a training step's time goes: data, one slow worker, restarting workers, stalls, syncs.
 
-Input: a `PerfMeasurement` (per-update loader wait and compute, host reads counted in a few updates).
-Timings are noisy (shared cores, other processes), so every rule compares medians and ratios
-measured in the same run, asks for an absolute floor as well, and wants a pattern to repeat before
-it names a cause. Position 0 (the fresh iterator's first batch, the fresh model's first update)
-pays one-off costs and is only used where the rule is about exactly that cost (worker start-up).
+Input: a `PerfMeasurement` (per-update loader wait and compute, with the loop thread's CPU time and
+run-queue delay, a second pass over the loader, host reads counted in a few updates). Timings are
+noisy (shared cores, other processes), so every rule compares medians and ratios measured in the
+same run, asks for an absolute floor as well, and wants a pattern to repeat before it names a
+cause. Position 0 of each pass (a fresh iterator, the fresh model's first update) pays one-off costs
+and is only used where the rule is about exactly that cost (worker start-up).
 
-Other processes on the machine are taken out first: the time the process's threads spent ready to
-run but waiting for a CPU (Linux run-queue delay, `PerfMeasurement.*_delays`) is subtracted, and an
-update that spent more than half its time so is dropped (on an oversubscribed machine the sum over
-threads can reach the whole wall time). When fewer than half the updates are left, the timings are
-not judged (`perf.machine_busy`, info); the sync count, which no load changes, still is.
+Other processes on the machine are taken out, never dropped (`_perf_timeline.py`): each wait and
+update is judged on its own time, wall less the loop thread's run-queue delay, with a lower bound
+that also takes out what the process's other threads queued. A verdict is given when it holds for
+the whole range; where the range straddles it (a process whose pool threads queued for CPUs), the
+verdict is withheld with what to run instead (`perf.machine_busy`, info). The sync count needs no
+idle machine. The steady state leaves out a warm-up and a cold first pass (`perf.cold_start`,
+info): a loader that decodes or caches on first access is not data bound once warm.
 
 Rules (all `warning`: slow training is not broken training):
 
 - `perf.data_bound` @ loader: steady-state median wait ≥ 1.0 × median compute and ≥ 20 ms — the
-  step spends at least as long waiting for its batch as computing on it.
+  step spends at least as long waiting for its batch as computing on it (on the lower bound of the
+  wait against the estimate of the compute).
 - `perf.worker_restart` @ loader: the first batch is a *spike* (wait above the steady median by
   ≥ 0.1 s and ≥ 2 × that median) and the same cost (≥ half the first excess) comes back at least
   twice, at evenly spaced positions (gaps equal ± 1, ≥ 3 batches apart). A pool that is torn down
@@ -26,18 +30,12 @@ Rules (all `warning`: slow training is not broken training):
   of them longer than every other batch. The smallest such k is reported. (Simulated on i.i.d.
   log-normal waits with σ = 0.25, twice the spread of the reference's: < 0.1 % false alarms over
   6–33 updates; 3 repeats, or one exception among the others, gave 0.4–1 %.)
-- `perf.stall` @ runtime: an update (not the first) computing ≥ 5 × the median update and ≥ 0.25 s
-  longer; @ loader: a wait not explained by a restart that is ≥ 5 × the median whole step and
-  ≥ 0.25 s above the median wait.
-- `perf.sync_bound` @ runtime: the median update reads device values on the host, *in the pipeline's
-  own code*, ≥ 32 times, or ≥ 8 times and at least once per 4 module calls (a read per module is
-  the classic watchdog). Reads are placed at their innermost frame outside torch and signalchain;
-  reads whose frame is a third-party library (site-packages, the standard library) are counted
-  apart: a user cannot change those lines, so they are `info` (with the line and the user's call
-  into the library), and a `warning` only when they alone are ≥ 32 per update *and* at least one per
-  module call — a sync in every layer, which makes a GPU run latency-bound whatever the user writes
-  and is worth an upgrade or another code path. (These counts are properties of the code, not of
-  the reference pipeline: a read costs one device drain on any stack.)
+- `perf.stall` @ runtime: an update (not the first of a pass) computing ≥ 5 × the median update and
+  ≥ 0.25 s longer, on its lower bound; @ loader: a wait not explained by a restart that is ≥ 5 ×
+  the median whole step and ≥ 0.25 s above the median wait.
+- `perf.sync_bound` @ runtime: see `performance_sync.py`.
+
+The restart and slow-worker rules read the first pass (their positions are one iterator's).
 """
 
 from __future__ import annotations
@@ -46,16 +44,17 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
 
-from .._units import duration, plural, short_path
+from .._units import duration, plural
 from ..findings import Finding
 from ..records.performance import PerfMeasurement
+from ._perf_timeline import Timeline, quantile, timeline
 from .base import make
+from .performance_sync import sync_bound as _sync_bound
 
 __all__ = ["judge_performance", "slow_class", "restart_spikes", "timeline", "SlowClass"]
 
 CHECK = "checks.performance"
 
-BUSY_SHARE = 0.5
 DATA_BOUND_RATIO = 1.0
 DATA_BOUND_FLOOR_S = 0.02
 PERIODS = range(2, 9)
@@ -67,12 +66,9 @@ SPIKE_SHARE = 2.0
 RESTART_REPEATS = 2
 STALL_RATIO = 5.0
 STALL_FLOOR_S = 0.25
-SYNC_ABS = 32
-SYNC_MIN = 8
-SYNC_MODULE_SHARE = 0.25
-LIBRARY_MODULE_SHARE = 1.0
+BUSY_NOTE = 0.1  # the loop thread's run-queue share from which the summary says the machine was busy
 
-Series = Mapping[int, float]  # update position -> seconds; positions dropped as busy are absent
+Series = Mapping[int, float]  # update position -> seconds
 
 
 def _ms(s: float) -> float:
@@ -85,25 +81,6 @@ def _series(xs: Series | Sequence[float]) -> dict[int, float]:
 
 def _steady(xs: Series) -> list[float]:
     return [v for i, v in sorted(xs.items()) if i >= 1]
-
-
-def timeline(rep: PerfMeasurement) -> tuple[dict[int, float], dict[int, float], list[int]]:
-    """(waits, computes, busy positions): seconds with the CPU run-queue delay taken out."""
-    n = len(rep.computes)
-    waits: dict[int, float] = {}
-    comps: dict[int, float] = {}
-    busy: list[int] = []
-    for i in range(n):
-        w = rep.waits[i] if i < len(rep.waits) else 0.0
-        dw = rep.wait_delays[i] if i < len(rep.wait_delays) else 0.0
-        dc = rep.compute_delays[i] if i < len(rep.compute_delays) else 0.0
-        if dw + dc > BUSY_SHARE * (w + rep.computes[i]):
-            busy.append(i)
-            continue
-        comps[i] = max(rep.computes[i] - dc, 0.0)
-        if i < len(rep.waits):
-            waits[i] = max(w - dw, 0.0)
-    return waits, comps, busy
 
 
 def restart_spikes(waits: Series | Sequence[float]) -> list[int] | None:
@@ -167,25 +144,6 @@ def slow_class(waits: Series | Sequence[float], skip: Collection[int] = ()) -> S
     return None
 
 
-def _data_bound(waits: Series, comps: Series) -> list[Finding]:
-    ws, cs = _steady(waits), _steady(comps)
-    if not ws or not cs:
-        return []
-    w, c = median(ws), median(cs)
-    if w < DATA_BOUND_FLOOR_S or w < DATA_BOUND_RATIO * c:
-        return []
-    share = w / (w + c)
-    return [make("perf.data_bound", "warning", "loader",
-                 f"each update waits {duration(w)} for its batch and computes for {duration(c)} (medians of "
-                 f"{len(ws)} updates): {share:.0%} of the time goes to waiting for data", CHECK,
-                 hint="the loader cannot keep up: load and decode in DataLoader workers (num_workers > 0, "
-                      "prefetch_factor, pin_memory) instead of the training process, cache decoded clips or "
-                      "pre-computed codec tokens, and look for a file read or decoded twice per item "
-                      "(e.g. a duration probe that decodes); time `next(it)` of the loader alone to confirm",
-                 median_wait_ms=_ms(w), median_compute_ms=_ms(c), wait_share=round(share, 3),
-                 updates=len(ws))]
-
-
 def _worker_restart(waits: Series, spots: list[int]) -> Finding:
     base = median(_steady(waits))
     gaps = [b - a for a, b in zip(spots, spots[1:], strict=False)]
@@ -216,17 +174,21 @@ def _slow_worker(cls: SlowClass) -> Finding:
                 other_wait_ms=_ms(cls.base))
 
 
-def _stalls(waits: Series, comps: Series, explained: set[int]) -> list[Finding]:
+def _stalls(tl: Timeline, explained: set[int]) -> list[Finding]:
+    """An update (or a wait) far above the median, on its lower bound: time other processes or the
+    process's queued threads could explain is not a stall."""
     out: list[Finding] = []
-    cs = _steady(comps)
-    if len(cs) >= 2:
-        c = median(cs)
-        bad = [i for i, v in sorted(comps.items()) if i >= 1 and v >= STALL_RATIO * c and v - c >= STALL_FLOOR_S]
+    starts = {0, tl.first}
+    comps = {i: v for i, v in tl.comps.items() if i not in starts}
+    waits = {i: v for i, v in tl.waits.items() if i not in starts}
+    if len(comps) >= 2:
+        c = median(comps.values())
+        bad = [i for i in sorted(comps) if tl.comps_lo[i] >= STALL_RATIO * c and tl.comps_lo[i] - c >= STALL_FLOOR_S]
         if bad:
             worst = max(bad, key=lambda i: comps[i])
             out.append(make("perf.stall", "warning", "runtime",
                             f"update {worst} took {duration(comps[worst])} against a median of {duration(c)} "
-                            f"({comps[worst] / c:.0f}×; {len(bad)} of {len(cs)} updates stalled: {bad}); "
+                            f"({comps[worst] / c:.0f}×; {len(bad)} of {len(comps)} updates stalled: {bad}); "
                             f"the loader is not the cause: the time is inside the step", CHECK,
                             hint="something blocks inside the update at these steps: a synchronous checkpoint save "
                                  "or upload, an evaluation or logging hook, a blocking `print`/file flush, an "
@@ -234,12 +196,11 @@ def _stalls(waits: Series, comps: Series, explained: set[int]) -> list[Finding]:
                                  "thread (e.g. `torch.distributed.checkpoint.async_save`) and profile that step "
                                  "with `torch.profiler`",
                             updates=bad, stall_ms=[_ms(comps[i]) for i in bad], median_compute_ms=_ms(c)))
-    ws = _steady(waits)
-    if len(ws) >= 2 and cs:
-        w = median(ws)
-        step = median(waits[i] + comps[i] for i in waits if i >= 1 and i in comps)
-        bad = [i for i, v in sorted(waits.items()) if i >= 1 and i not in explained
-               and v >= STALL_RATIO * step and v - w >= STALL_FLOOR_S]
+    if len(waits) >= 2 and comps:
+        w = median(waits.values())
+        step = median(waits[i] + comps[i] for i in waits if i in comps)
+        bad = [i for i in sorted(waits) if i not in explained
+               and tl.waits_lo[i] >= STALL_RATIO * step and tl.waits_lo[i] - w >= STALL_FLOOR_S]
         if bad:
             worst = max(bad, key=lambda i: waits[i])
             out.append(make("perf.stall", "warning", "loader",
@@ -251,94 +212,84 @@ def _stalls(waits: Series, comps: Series, explained: set[int]) -> list[Finding]:
     return out
 
 
-_SYNC_COST = {False: "every read makes the host wait for the device to drain its queue",
-              True: "on a GPU every one of them makes the host wait for the device to drain its queue"}
+def _spread(xs: Sequence[float]) -> str:
+    return f"{duration(quantile(xs, 0.25))}–{duration(quantile(xs, 0.75))}" if len(xs) >= 4 else ""
 
 
-def _where(sites: Mapping[str, int], callers: Mapping[str, str] | None = None) -> str:
-    items = list(sites.items())[:5]
-    return "; ".join(f"{short_path(k)} (×{v})"
-                     + (f", called from {short_path(callers[k])}" if callers and k in callers else "")
-                     for k, v in items) or "?"
+def _where_steady(tl: Timeline) -> str:
+    if tl.cold:
+        return "on the second pass over the loader"
+    if tl.warmup > 1:
+        return f"after a warm-up of {plural(tl.warmup, 'batch')}"
+    return ""
 
 
-def _sync_bound(rep: PerfMeasurement) -> list[Finding]:
-    """The user's reads are judged; reads inside third-party code are the library's cost (info),
-    unless they alone read once per module call on a step that reads at least `SYNC_ABS` times."""
-    if not rep.syncs:
+def _data_bound(tl: Timeline) -> tuple[list[Finding], bool]:
+    """(findings, withheld): `perf.data_bound` where it holds for the whole range of own times."""
+    wi, ci = tl.steady_waits, tl.steady_comps
+    if not wi or not ci:
+        return [], False
+    ws, wlo = [tl.waits[i] for i in wi], [tl.waits_lo[i] for i in wi]
+    cs, clo = [tl.comps[i] for i in ci], [tl.comps_lo[i] for i in ci]
+    w, w_lo, c, c_lo = median(ws), median(wlo), median(cs), median(clo)
+    if w < DATA_BOUND_FLOOR_S or w < DATA_BOUND_RATIO * c_lo:
+        return [], False  # not data bound, whichever thread the queueing was
+    if w_lo < DATA_BOUND_FLOOR_S or w_lo < DATA_BOUND_RATIO * c:
+        return [], True  # the range straddles the verdict: which thread queued decides it, and that is not known
+    share = w / (w + c)
+    sure = sum(1 for i in ci if i in tl.waits and tl.waits_lo[i] >= tl.comps[i])
+    where = _where_steady(tl)
+    spread = [x for x in (_spread(ws), _spread(cs)) if x]
+    busy = (f"; the loop thread queued for a CPU {tl.queued / tl.wall:.0%} of the wall time (other processes), "
+            "taken out" if tl.queued and tl.wall and tl.queued >= BUSY_NOTE * tl.wall else "")
+    return [make("perf.data_bound", "warning", "loader",
+                 f"each update waits {duration(w)} for its batch and computes for {duration(c)} (medians of "
+                 f"{len(ws)} and {len(cs)} updates{', ' + where if where else ''}"
+                 + (f"; middle halves {' and '.join(spread)}" if len(spread) == 2 else "")
+                 + f"; {sure} of {len(ci)} updates waited longer than they computed{busy}): "
+                 f"{share:.0%} of the time goes to waiting for data", CHECK,
+                 hint="the loader cannot keep up: load and decode in DataLoader workers (num_workers > 0, "
+                      "prefetch_factor, pin_memory) instead of the training process, cache decoded clips or "
+                      "pre-computed codec tokens, and look for a file read or decoded twice per item "
+                      "(e.g. a duration probe that decodes); time `next(it)` of the loader alone to confirm",
+                 median_wait_ms=_ms(w), median_compute_ms=_ms(c), wait_share=round(share, 3),
+                 updates=len(ws), compute_updates=len(cs), wait_low_ms=_ms(w_lo), compute_low_ms=_ms(c_lo),
+                 waited_longer=sure, steady=where or "all but the first", cold_start=tl.cold,
+                 warmup=tl.warmup)], False
+
+
+def _cold_start(tl: Timeline) -> list[Finding]:
+    """`perf.cold_start` (info): what the first batches paid that the steady state does not."""
+    first = [tl.waits[i] for i in range(1, tl.first) if i in tl.waits]
+    steady = [tl.waits[i] for i in tl.steady_waits]
+    if not first or not steady:
         return []
-    lib = list(rep.library_syncs) if len(rep.library_syncs) == len(rep.syncs) else [0] * len(rep.syncs)
-    total = median(rep.syncs)
-    s = median([a - b for a, b in zip(rep.syncs, lib, strict=True)])  # the user's own reads
-    ls = median(lib)
-    calls = median(rep.module_calls) if rep.module_calls else 0
-    out: list[Finding] = []
-    if s >= SYNC_ABS or (s >= SYNC_MIN and s >= SYNC_MODULE_SHARE * calls):
-        sites = list(rep.sync_sites.items())[:5]
-        where = _where(rep.sync_sites)
-        also = f"; {ls:g} more inside libraries" if ls else ""
-        out.append(make("perf.sync_bound", "warning", "runtime",
-                        f"each update reads tensor values on the host {s:g} times in the pipeline's own code (median "
-                        f"of {len(rep.syncs)} updates, {calls:g} module calls{also}): "
-                        f"{_SYNC_COST[rep.device.startswith('cpu')]}", CHECK,
-                        hint=f"most reads come from {where}; keep values on the device (accumulate losses in tensors "
-                             f"and call `.item()` once every N steps), remove per-module watchers that call "
-                             f"`.item()`/`.tolist()`/`print(tensor)`, avoid `nonzero`, boolean-mask indexing and "
-                             f"`.cpu()` inside the step",
-                        syncs_per_update=s, library_syncs_per_update=ls, total_syncs_per_update=total,
-                        module_calls_per_update=calls, ops=rep.sync_ops, sites=dict(sites), owner="user",
-                        device=rep.device))
-    if ls:
-        dominant = ls >= SYNC_ABS and ls >= LIBRARY_MODULE_SHARE * calls
-        where = _where(rep.library_sites, rep.library_callers)
-        out.append(
-            make(
-                "perf.sync_bound",
-                "warning" if dominant else "info",
-                "runtime",
-                f"{ls:g} of the {total:g} host reads per update happen inside third-party code"
-                + (
-                    f", at least one per module call ({calls:g} calls): on a GPU every layer waits for the device"
-                    if dominant
-                    else ": the library's own cost, not a line of this pipeline"
-                ),
-                CHECK,
-                hint=f"they come from {where}; the library line cannot be edited here: look for a "
-                "newer release or an option that avoids it, or call that code less often (e.g. "
-                "precompute codec tokens outside the training step)",
-                library_syncs_per_update=ls,
-                total_syncs_per_update=total,
-                module_calls_per_update=calls,
-                sites=dict(list(rep.library_sites.items())[:5]),
-                callers={
-                    k: v for k, v in rep.library_callers.items() if k in dict(list(rep.library_sites.items())[:5])
-                },
-                owner="library",
-                device=rep.device,
-            )
-        )
-    return out
-
-
-def _summary(rep: PerfMeasurement, waits: Series, comps: Series, busy: list[int]) -> Finding:
-    cs, ws = _steady(comps) or list(comps.values()), _steady(waits) or list(waits.values())
-    c = median(cs) if cs else 0.0
-    w = median(ws) if ws else None
-    s = median(rep.syncs) if rep.syncs else None
-    parts = [f"median update {duration(c)} on {rep.device}" if cs else
-             f"no update timed on {rep.device} (each waited for a CPU: no median is worth printing)"]
-    if w is not None and cs:
-        parts.append(f"{duration(w)} waiting for each batch ({w / (w + c) if w + c else 0:.0%} of the time)")
-    if s is not None:
-        parts.append(f"{s:g} host reads per update")
-    note = f", {len(busy)} dropped as the machine was busy" if busy else ""
-    return make("perf.summary", "info", None, "; ".join(parts) + f" ({len(rep.computes)} updates timed{note})",
-                CHECK, median_compute_ms=_ms(c) if cs else None, median_wait_ms=None if w is None else _ms(w),
-                syncs_per_update=s, updates=len(rep.computes), busy_updates=busy, device=rep.device)
+    if tl.cold:
+        head = first
+        said = (f"the first pass's batches waited {duration(median(head))} each; read again from a fresh "
+                f"iterator they waited {duration(median(steady))} (each of {plural(len(steady), 'batch')} faster): "
+                "the loader decodes or fills a cache on first access")
+    elif tl.warmup > 1:
+        head = [tl.waits[i] for i in range(tl.warmup) if i in tl.waits]
+        said = (f"the first {plural(tl.warmup, 'batch')} waited {duration(median(head))} each, every later one "
+                f"about {duration(median(steady))}: the loader warms up (workers starting, first decodes)")
+    else:
+        return []
+    comps = [tl.comps[i] for i in tl.steady_comps]
+    c = median(comps) if comps else 0.0
+    h = median(head)
+    share = h / (h + c) if h + c else 0.0
+    return [make("perf.cold_start", "info", "loader",
+                 f"{said}; a cold start, not the steady state, which the data-bound verdict reads "
+                 f"(cold, waiting would be {share:.0%} of the time)", CHECK,
+                 hint="nothing to change for a long run; where the first epoch's wait matters (a short "
+                      "fine-tune), decode or cache the clips before training, or in DataLoader workers",
+                 cold_wait_ms=_ms(h), steady_wait_ms=_ms(median(steady)), cold_wait_share=round(share, 3),
+                 second_pass=tl.cold, warmup=tl.warmup)]
 
 
 def _threads_waiting(delay: float, wall: float) -> str:
-    """The run-queue wait summed over threads, said as what it means: it can exceed the wall time
+    """A run-queue wait summed over threads, said as what it means: it can exceed the wall time
     (two threads queued for a second are 2 s of wait in 1 s), so it is given as threads at a time."""
     if wall <= 0:
         return "no wall time to compare with"
@@ -348,38 +299,76 @@ def _threads_waiting(delay: float, wall: float) -> str:
     return f"a thread waiting {share:.0%} of the time"
 
 
-def _busy(rep: PerfMeasurement, busy: list[int]) -> Finding:
-    delay = sum(rep.wait_delays) + sum(rep.compute_delays)
-    wall = sum(rep.waits) + sum(rep.computes)
+def _withheld(rep: PerfMeasurement, tl: Timeline) -> Finding:
+    ws = [tl.waits[i] for i in tl.steady_waits]
+    wlo = [tl.waits_lo[i] for i in tl.steady_waits]
+    cs = [tl.comps[i] for i in tl.steady_comps]
+    clo = [tl.comps_lo[i] for i in tl.steady_comps]
+    q, o = tl.queued or 0.0, tl.others or 0.0
+    who = (f"the {duration(o)} that the process's other threads queued for a CPU in {duration(tl.wall)} "
+           f"({_threads_waiting(o, tl.wall)}), beside the loop thread's {duration(q)}, which is taken out exactly"
+           if tl.bounded else
+           f"the {duration(o)} that the process's threads queued for a CPU in {duration(tl.wall)} "
+           f"({_threads_waiting(o, tl.wall)}): which thread queued was not read here")
     return make("perf.machine_busy", "info", "runtime",
-                f"timings not judged: {len(busy)} of {plural(len(rep.computes), 'update')} spent over half their "
-                f"time waiting for a CPU (in {duration(wall)} of updates the process's threads queued for "
-                f"{duration(delay)} together: {_threads_waiting(delay, wall)}): other processes or too many "
-                "threads share the cores", CHECK,
-                hint="rerun on an idle machine, or with fewer intra-op threads (`torch.set_num_threads`) than "
-                     "free cores; the host-sync count above does not depend on load",
-                busy_updates=busy, cpu_wait_ms=_ms(delay), wall_ms=_ms(wall))
+                f"whether the step waits for data cannot be told on this machine: each update waited "
+                f"{duration(median(wlo))}–{duration(median(ws))} for its batch and computed for "
+                f"{duration(median(clo))}–{duration(median(cs))} over {plural(len(rep.computes), 'update')} "
+                f"(own time; the range is {who}): more threads were runnable than there were free cores",
+                CHECK,
+                hint="rerun with one intra-op thread (`torch.set_num_threads(1)`, or OMP_NUM_THREADS=1 "
+                     "OPENBLAS_NUM_THREADS=1) or as many as free cores, or on an idle machine: the loop thread's "
+                     "own CPU wait is taken out of every time, its pool threads' is only bounded; the host-sync "
+                     "count does not depend on load",
+                busy_updates=tl.busy, cpu_wait_ms=_ms(q), other_threads_wait_ms=_ms(o), wall_ms=_ms(tl.wall),
+                wait_ms=[_ms(median(wlo)), _ms(median(ws))], compute_ms=[_ms(median(clo)), _ms(median(cs))])
+
+
+def _summary(rep: PerfMeasurement, tl: Timeline) -> Finding:
+    ci, wi = tl.steady_comps or sorted(tl.comps), tl.steady_waits or sorted(tl.waits)
+    cs, ws = [tl.comps[i] for i in ci], [tl.waits[i] for i in wi]
+    c = median(cs) if cs else 0.0
+    w = median(ws) if ws else None
+    s = median(rep.syncs) if rep.syncs else None
+    parts = [f"median update {duration(c)} on {rep.device}" if cs else f"no update timed on {rep.device}"]
+    if w is not None and cs:
+        parts.append(f"{duration(w)} waiting for each batch ({w / (w + c) if w + c else 0:.0%} of the time"
+                     + (f", {_where_steady(tl)})" if _where_steady(tl) else ")"))
+    if s is not None:
+        parts.append(f"{s:g} host reads per update")
+    reread = tl.n - tl.first
+    counted = f"{tl.first} updates timed" + (f", {reread} more on a second pass over the loader" if reread else "")
+    if tl.queued is not None and tl.wall and tl.queued >= BUSY_NOTE * tl.wall:
+        counted += (f"; the loop thread queued for a CPU {tl.queued / tl.wall:.0%} of the wall time (other "
+                    "processes), taken out of every figure")
+    elif tl.queued is None and rep.compute_delays:
+        counted += "; only the process's summed CPU wait was read: figures are wall-clock bounds"
+    return make("perf.summary", "info", None, "; ".join(parts) + f" ({counted})",
+                CHECK, median_compute_ms=_ms(c) if cs else None, median_wait_ms=None if w is None else _ms(w),
+                syncs_per_update=s, updates=len(rep.computes), busy_updates=tl.busy, device=rep.device,
+                queued_share=round(tl.queued / tl.wall, 3) if tl.queued is not None and tl.wall else None,
+                second_pass=reread, cold_start=tl.cold, warmup=tl.warmup)
 
 
 def judge_performance(rep: PerfMeasurement) -> list[Finding]:
     """Findings about where the time of a training update goes (and one `perf.summary`, info)."""
     if not rep.computes:
         return []
-    waits, comps, busy = timeline(rep)
+    tl = timeline(rep)
     out: list[Finding] = []
-    steady = len(rep.computes) - 1
-    if len(_steady(comps)) < max(2, steady / 2):
-        out.append(_busy(rep, busy))
-    else:
-        out += _data_bound(waits, comps)
-        spots = restart_spikes(waits) if waits else None
-        if spots is not None:
-            out.append(_worker_restart(waits, spots))
-        explained = set(spots or [])
-        cls = slow_class(waits, explained) if waits else None
-        if cls is not None:
-            out.append(_slow_worker(cls))
-            explained |= set(cls.positions)
-        out += _stalls(waits, comps, explained)
+    found, withheld = _data_bound(tl)
+    out += found + _cold_start(tl)
+    if withheld:
+        out.append(_withheld(rep, tl))
+    first = {i: v for i, v in tl.waits.items() if i < tl.first}
+    spots = restart_spikes(first) if first else None
+    if spots is not None:
+        out.append(_worker_restart(first, spots))
+    explained = set(spots or [])
+    cls = slow_class(first, explained) if first else None
+    if cls is not None:
+        out.append(_slow_worker(cls))
+        explained |= set(cls.positions)
+    out += _stalls(tl, explained)
     out += _sync_bound(rep)
-    return [*out, _summary(rep, waits, comps, busy)]
+    return [*out, _summary(rep, tl)]

@@ -32,6 +32,7 @@ from ..pipeline import capabilities
 from ..probes.host_reads import HostReads
 from ..probes.module_calls import ModuleCalls
 from ..records.performance import PerfMeasurement
+from ._thread_clock import ThreadClock
 from .context import Context
 from .optimisation._train import update_step
 
@@ -72,8 +73,36 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_updates(ctx: Context, steps: int) -> PerfMeasurement:
-    """Seconds per update (waits are [] when the pipeline has no loader) and CPU run-queue delays."""
+class _Timer:
+    """Wall clock, the loop thread's CPU time and run-queue delay, and the process's threads' delay."""
+
+    def __init__(self) -> None:
+        self.clock = ThreadClock()
+
+    def read(self) -> tuple[float, float, float | None, float | None]:
+        cpu, queued = self.clock.thread()
+        return time.perf_counter(), cpu, queued, self.clock.others()
+
+
+def _append(rep: PerfMeasurement, loader: bool, r0: tuple, r1: tuple, r2: tuple) -> None:
+    """One update's wait (r0 to r1) and compute (r1 to r2) into the record."""
+    if loader:
+        rep.waits.append(r1[0] - r0[0])
+    rep.computes.append(r2[0] - r1[0])
+    rep.wait_cpu.append(r1[1] - r0[1])
+    rep.compute_cpu.append(r2[1] - r1[1])
+    if r0[2] is not None and r1[2] is not None and r2[2] is not None:
+        rep.wait_queued.append(r1[2] - r0[2])
+        rep.compute_queued.append(r2[2] - r1[2])
+        if r0[3] is not None and r1[3] is not None and r2[3] is not None:  # every thread's delay
+            rep.wait_delays.append(rep.wait_queued[-1] + max(r1[3] - r0[3], 0.0))
+            rep.compute_delays.append(rep.compute_queued[-1] + max(r2[3] - r1[3], 0.0))
+
+
+def time_updates(ctx: Context, steps: int, reread: int = 0) -> PerfMeasurement:
+    """Seconds per update (waits are [] when the pipeline has no loader), the loop thread's CPU time
+    and run-queue delay, and every thread's delay; then, with a loader and `reread` > 0, `reread`
+    more updates on a fresh iterator of the same loader (a second pass: see `PerfMeasurement`)."""
     p = ctx.pipeline
     model = ctx.fresh_model()
     optimizer = p.build_optimizer(model)
@@ -82,35 +111,39 @@ def time_updates(ctx: Context, steps: int) -> PerfMeasurement:
     batch = None if loader else ctx.batch()
     it: Any = None
     rep = PerfMeasurement(waits=[], computes=[], device=str(device), has_loader=loader)
-    delays = run_queue_delay() is not None
+    timer = _Timer()
+    passes = [steps] + ([reread] if loader and reread > 0 else [])
     gc.collect()
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         _sync(device)
-        for _ in range(steps):
-            d0, t0 = run_queue_delay(), time.perf_counter()
-            if loader:
-                try:
-                    if it is None:
-                        it = iter(p.loader("train"))  # a DataLoader spawns its workers here
-                    batch = next(it)
-                except StopIteration:
-                    break  # a short finite loader: judge what it gave
-            d1, t1 = run_queue_delay(), time.perf_counter()
-            update_step(p, model, optimizer, batch)
-            _sync(device)
-            t2, d2 = time.perf_counter(), run_queue_delay()
-            if loader:
-                rep.waits.append(t1 - t0)
-            rep.computes.append(t2 - t1)
-            if delays and d0 is not None and d1 is not None and d2 is not None:
-                rep.wait_delays.append(d1 - d0)
-                rep.compute_delays.append(d2 - d1)
+        for k, n in enumerate(passes):
+            if k:
+                rep.reread_from, it = len(rep.computes), None
+            for _ in range(n):
+                r0 = timer.read()
+                if loader:
+                    try:
+                        if it is None:
+                            it = iter(p.loader("train"))  # a DataLoader spawns its workers here
+                        batch = next(it)
+                    except StopIteration:
+                        break  # a short finite loader: judge what it gave
+                r1 = timer.read()
+                update_step(p, model, optimizer, batch)
+                _sync(device)
+                _append(rep, loader, r0, r1, timer.read())
     finally:
+        timer.clock.close()
         if was_enabled:
             gc.enable()
-    if len(rep.compute_delays) != len(rep.computes):
+    if rep.reread_from is not None and rep.reread_from >= len(rep.computes):
+        rep.reread_from = None  # the second pass gave nothing
+    n = len(rep.computes)
+    if len(rep.compute_queued) != n:
+        rep.wait_queued, rep.compute_queued = [], []
+    if len(rep.compute_delays) != n:
         rep.wait_delays, rep.compute_delays = [], []
     return rep
 
@@ -161,7 +194,7 @@ def count_host_reads(ctx: Context, steps: int) -> tuple[list[int], list[int], di
 
 
 def measure_performance(ctx: Context) -> PerfMeasurement:
-    rep = time_updates(ctx, ctx.budget.perf_steps)
+    rep = time_updates(ctx, ctx.budget.perf_steps, ctx.budget.perf_reread)
     if ctx.budget.perf_sync_steps > 0:
         c = host_read_counts(ctx, ctx.budget.perf_sync_steps)
         rep.syncs, rep.module_calls, rep.sync_ops, rep.sync_sites = c.reads, c.calls, c.ops, c.sites

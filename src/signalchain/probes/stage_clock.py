@@ -2,14 +2,18 @@
 user's lines the step was running, sampled.
 
 The taps are the boundaries: the work between the previous tap and the tap of stage `s` produced
-`s`. The clock records `time.perf_counter_ns()` at each tap (before the user's own tap runs) and the
-bytes of the tapped value, and, when given a `delay` reader, how long the step's thread has so far
-waited, runnable, for a CPU (the run-queue delay: time other processes held the cores, which a
-judge of shares takes out); a forward pre-hook on every module of the model that holds a trainable
-parameter of its own records the first time the model ran in the step (a frozen codec or text
-encoder inside the model object is data preparation, as it is in the user's cost model); and a
-sampling thread reads the main thread's Python stack every `interval` seconds and keeps the
-innermost frame of the user's code. The sampler names the lines of work the profiler cannot see
+`s`. The clock records `time.perf_counter_ns()` at each tap (before the user's own tap runs), the
+bytes and the largest array's size of the tapped value, and, when given a `reader` of the step
+thread's (CPU seconds, run-queue seconds), both: its own time on a CPU, and how long it has so far
+waited, runnable, for one (time other processes held the cores, which a judge of shares takes out);
+a forward pre-hook on every module of the model that holds a trainable parameter of its own records
+the first time the model ran in the step (a frozen codec or text encoder inside the model object is
+data preparation, as it is in the user's cost model); with `watch_networks`, global forward hooks
+record the span of every outermost call of a module with parameters, in the model or not, whether
+all its parameters are frozen, and the size of its largest input (a frozen codec or text encoder
+run inside the step, and where a network's own working memory lies); and a sampling thread reads
+the main thread's Python stack every `interval` seconds and keeps the innermost frame of the user's
+code. The sampler names the lines of work the profiler cannot see
 (numpy, Python loops) and the call sites of the operators it can; it costs one stack walk per
 sample and nothing per op (the profiler's own `with_stack` traces every Python call and made a
 Python-heavy step several times slower here).
@@ -31,9 +35,20 @@ import torch
 from .base import Probe
 from .frames import code_frames
 
-__all__ = ["StageClock", "TapMark", "value_bytes"]
+__all__ = ["StageClock", "TapMark", "NetSpan", "value_bytes", "largest_numel"]
 
 _THIRD_PARTY = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+
+
+def largest_numel(value: Any) -> int:
+    """Elements of the largest tensor or array in a value (lists, tuples, dicts walked)."""
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        return int(value.numel() if isinstance(value, torch.Tensor) else value.size)
+    if isinstance(value, (list, tuple)):
+        return max((largest_numel(v) for v in value), default=0)
+    if isinstance(value, dict):
+        return max((largest_numel(v) for v in value.values()), default=0)
+    return 0
 
 
 def value_bytes(value: Any) -> int:
@@ -55,6 +70,19 @@ class TapMark:
     t_ns: int  # perf_counter_ns when the tap was called
     nbytes: int  # of the tapped value
     delay: float | None = None  # the thread's run-queue delay so far, seconds (None: not read)
+    cpu: float | None = None  # the thread's CPU time so far, seconds (None: not read)
+    numel: int = 0  # elements of the largest array in the tapped value
+
+
+@dataclass
+class NetSpan:
+    """One outermost call of a module with parameters: when it ran, whether every parameter it holds
+    is frozen, and the elements of its largest tensor argument."""
+
+    start: int  # perf_counter_ns
+    end: int
+    frozen: bool
+    numel: int
 
 
 def _user_line(frame: Any) -> str | None:
@@ -77,7 +105,8 @@ class StageClock(Probe):
     marks: list[TapMark] = field(default_factory=list)
     model_calls: list[int] = field(default_factory=list)  # perf_counter_ns of each trainable module call
     samples: list[tuple[int, str]] = field(default_factory=list)  # (perf_counter_ns, user line)
-    delay: Callable[[], float | None] | None = None  # the run-queue delay reader, read at each tap
+    reader: Callable[[], tuple[float, float | None]] | None = None  # (CPU s, run-queue s), read at each tap
+    nets: list[NetSpan] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         Probe.__init__(self)
@@ -86,7 +115,41 @@ class StageClock(Probe):
 
     def on_tap(self, stage: str, value: Any) -> None:
         t = time.perf_counter_ns()
-        self.marks.append(TapMark(stage, t, value_bytes(value), self.delay() if self.delay is not None else None))
+        cpu, delay = self.reader() if self.reader is not None else (None, None)
+        self.marks.append(TapMark(stage, t, value_bytes(value), delay, cpu, largest_numel(value)))
+
+    def watch_networks(self) -> None:
+        """Global forward hooks (removed with the probe's handles): the span of each outermost call of
+        a module that holds parameters (see `NetSpan`)."""
+        kinds: dict[int, tuple[bool, bool]] = {}  # id(module) -> (has parameters, all frozen)
+        depth = [0]
+        open_: list[tuple[int, bool, int]] = []
+
+        def kind(m: torch.nn.Module) -> tuple[bool, bool]:
+            k = kinds.get(id(m))
+            if k is None:
+                ps = list(m.parameters())
+                k = kinds[id(m)] = (bool(ps), not any(p.requires_grad for p in ps))
+            return k
+
+        def pre(module: torch.nn.Module, args: Any) -> None:
+            has, frozen = kind(module)
+            if not has:
+                return
+            if depth[0] == 0:
+                open_.append((time.perf_counter_ns(), frozen, largest_numel(list(args))))
+            depth[0] += 1
+
+        def post(module: torch.nn.Module, args: Any, output: Any) -> None:
+            if not kind(module)[0] or depth[0] == 0:
+                return
+            depth[0] -= 1
+            if depth[0] == 0 and open_:
+                start, frozen, numel = open_.pop()
+                self.nets.append(NetSpan(start, time.perf_counter_ns(), frozen, numel))
+
+        self.hook(torch.nn.modules.module.register_module_forward_pre_hook(pre))
+        self.hook(torch.nn.modules.module.register_module_forward_hook(post))
 
     def watch_model(self, model: torch.nn.Module) -> None:
         calls = self.model_calls
@@ -115,6 +178,11 @@ class StageClock(Probe):
         self._thread = threading.Thread(target=self._sample, args=(threading.get_ident(),), daemon=True,
                                         name="signalchain-stage-sampler")
         self._thread.start()
+
+    @property
+    def sampler_id(self) -> int | None:
+        """The sampling thread's native id (its run-queue delay is not the step's), None when stopped."""
+        return self._thread.native_id if self._thread is not None else None
 
     def stop_sampling(self) -> None:
         self._stop.set()

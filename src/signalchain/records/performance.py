@@ -15,7 +15,8 @@ class PerfMeasurement:
     """Wall-clock timings of consecutive training updates and the host reads made in a few of them.
 
     Position 0 is the fresh loader iterator's first batch and the fresh model's first update: both
-    pay one-off costs (worker start-up, allocator and kernel warm-up) and are judged apart.
+    pay one-off costs (worker start-up, allocator and kernel warm-up) and are judged apart; so is
+    `reread_from`, the second pass's fresh iterator.
     """
 
     waits: list[float]  # seconds spent in `next(loader)` before each update ([] without a loader)
@@ -26,6 +27,16 @@ class PerfMeasurement:
     # summed over threads) during each wait and each update; [] where the OS does not say.
     wait_delays: list[float] = field(default_factory=list)
     compute_delays: list[float] = field(default_factory=list)
+    # The thread that runs the loop alone: its run-queue delay and its CPU time in each wait and update
+    # ([] where not read; then the judge can only bound the step's share of `*_delays`).
+    wait_queued: list[float] = field(default_factory=list)
+    compute_queued: list[float] = field(default_factory=list)
+    wait_cpu: list[float] = field(default_factory=list)
+    compute_cpu: list[float] = field(default_factory=list)
+    # Positions from `reread_from` on are a second pass: a fresh iterator of the same loader, whose
+    # batches (the same ones, where the loader is seeded) a cache filled by the first pass would serve.
+    # None: no second pass.
+    reread_from: int | None = None
     syncs: list[int] = field(default_factory=list)  # host reads of tensor values, per counted update
     module_calls: list[int] = field(default_factory=list)  # module forward calls, per counted update
     sync_ops: dict[str, int] = field(default_factory=dict)  # op -> count, over the counted updates

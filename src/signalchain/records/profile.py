@@ -32,7 +32,7 @@ class StageCost:
     stage: str
     kind: str  # DATA, MODEL, BACKWARD, OPTIMIZER or LOADER
     ms: float  # wall time of the window per step
-    share: float  # of the step's wall time (loader wait included)
+    share: float  # of the step's own time (loader wait included): wall less the step thread's run-queue delay
     ops: list[OpTime] = field(default_factory=list)  # costliest first (self CPU time)
     lines: dict[str, float] = field(default_factory=dict)  # user file:line -> share of the window's samples
     op_ms: float = 0.0  # self CPU time of all the profiler's operators in the window
@@ -44,6 +44,13 @@ class StageCost:
     input_bytes: int = 0  # bytes of the value tapped just before (its input, as far as taps tell)
     delay_ms: float = 0.0  # per step, the step thread's run-queue delay inside the window (other processes)
     busy_ms: list[float] = field(default_factory=list)  # each profiled step's window less that delay
+    cpu_ms: float = 0.0  # per step, the step thread's own CPU time inside the window
+    wall_share: float = 0.0  # of the step's wall time
+    net_ms: float = 0.0  # per step, wall time inside outermost calls of modules with parameters
+    frozen_ms: float = 0.0  # of which inside modules whose parameters are all frozen (a codec, a text encoder)
+    frozen_numel: int = 0  # elements of the largest input a frozen module was called with in the window
+    input_numel: int = 0  # elements of the largest array in the value tapped just before (its input)
+    peak_in_net: bool = False  # the window's peak live memory came while a module with parameters ran
 
 
 @dataclass
@@ -63,6 +70,10 @@ class StepProfile:
     wall_ms: list[float] = field(default_factory=list)  # each profiled step's wall time
     queued_ms: list[float] = field(default_factory=list)  # each step, the step thread's run-queue delay
     delay_ms: float | None = None  # per step, the step thread's run-queue delay (None: not readable here)
+    # each step, the run-queue delay of the process's other threads (the profile's sampler left out): the
+    # step may have waited, blocked, for those of its pool, so a window's own time is known to within it
+    others_ms: list[float] = field(default_factory=list)
+    cpu_ms: list[float] = field(default_factory=list)  # each step, the step thread's own CPU time
 
     def stage(self, name: str) -> StageCost | None:
         return next((s for s in self.stages if s.stage == name), None)
