@@ -74,3 +74,11 @@ def test_a_skip_with_a_nonzero_rate_names_no_rate() -> None:
         opt.step()
     (found,) = [f for f in mon.findings if f.id == "optim.step_skipped"]
     assert "learning_rates" not in found.evidence and found.evidence["step"] == 0
+
+
+def test_after_a_warm_ups_empty_first_update_the_next_one_is_measured() -> None:
+    """With `ratio_every=20` the first measured update of a warm-up is empty by design; the next one is
+    measured at once, so an oversized update (lr 10 behind a warm-up) is not left unseen for 20 steps."""
+    mon, skipped = run(schedule=hf_linear_warmup, steps=4, ratio_every=20)
+    assert skipped == [] and mon.history["ratio_steps"] == [1.0, 2.0]
+    assert mon.history["update_ratio"][0] == 0.0 and mon.history["update_ratio"][1] > 0

@@ -37,6 +37,7 @@ class UpdateJudges:
     _stepping: Any
     _rates: list[tuple[float, float | None]] | None
     _scheduled_zero: bool
+    _measure_next: bool
 
     _add: Callable[[Finding], None]
 
@@ -95,7 +96,8 @@ class UpdateJudges:
         if zero == "scheduled" and not self._scheduled_zero:
             # HF's linear, cosine and constant warm-ups (and Lightning's) give the first update lr 0: no
             # skip. A schedule at 0 on a second measured step (ratio_every apart) trains nothing: said then.
-            self._scheduled_zero = True
+            # The next update is measured at once: an empty one says nothing of its size (lr 10 + warm-up).
+            self._scheduled_zero = self._measure_next = True
             return
         why = {"set": " at learning rate 0 in every parameter group",
                "scheduled": " at learning rate 0 in every parameter group again: its schedule gave 0 on an earlier "

@@ -126,6 +126,7 @@ class Monitor(UpdateJudges):
         self._stepping: Any = None  # the torch optimizer the hook counts (inside any wrapper)
         self._rates: list[tuple[float, float | None]] | None = None  # (lr, a scheduler's initial_lr) per group
         self._scheduled_zero = False  # a measured update at a scheduled rate of 0 was seen (a warm-up's start)
+        self._measure_next = False  # measure the next step's update too (the measured one was empty by design)
         self._batch: Any = None
         self._rng: Snapshot | None = None
         self._state: Snapshot | None = None  # before this step's update (snapshot=True)
@@ -217,7 +218,8 @@ class Monitor(UpdateJudges):
         self._guard(self._take_start)
         if self.scaler is not None and self._scale is None:  # later steps carry the last step's scale over
             self._guard(self._read_scale)
-        if self.ratio_every and self.steps % self.ratio_every == 0:
+        if self.ratio_every and (self.steps % self.ratio_every == 0 or self._measure_next):
+            self._measure_next = False
             self._guard(self._copy_params)
 
     def _take_start(self) -> None:
