@@ -61,8 +61,8 @@ def shares(seeds: list[int]) -> tuple[dict[str, float], list[float]]:
 def doctor_names_data_bound(selector: list[str]) -> tuple[bool, list[str]]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "r.json"
-        cmd = [str(Path(sys.executable).with_name("signalchain")), "doctor", "reference", "--fault", "slow_clip_reads", *selector,
-               "-q", "--json", str(out)]
+        cli = str(Path(sys.executable).with_name("signalchain"))
+        cmd = [cli, "doctor", "reference", "--fault", "slow_clip_reads", *selector, "-q", "--json", str(out)]
         subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600, check=False)
         found = json.loads(out.read_text()).get("findings", []) if out.exists() else []
     said = sorted({f"{f['id']} ({f['severity']})" for f in found if f["severity"] in ("warning", "error")})

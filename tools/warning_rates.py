@@ -1,7 +1,7 @@
 """Every finding id the doctor or the audit can emit as a warning, and how often it fires on clean runs.
 
-    python tools/warning_rates.py --zoo zoo.json --controls ref.json --controls hf.json \
-        [--strangers bed.json] [--audit clean-audit.json ...] [--markdown]
+    python tools/warning_rates.py --zoo zoo.json [--zoo zoo-timed.json] --controls ref.json --controls hf.json \
+        [--strangers bed.json] [--audit clean-audit.json ...] [--markdown] [--fired-only]
 
 The ids come from the code, not from the runs: every `make(id, severity, …)`-style call in a module
 the doctor's families or the audit import (followed through their imports, `reference/` left out),
@@ -123,6 +123,21 @@ def _runs(kind: str, path: Path) -> list[list[dict]]:
     return [data["findings"]]  # an audit report: one run
 
 
+def _merged_zoo(paths: list[Path]) -> list[list[dict]]:
+    """One run per member × seed over several zoo reports (one zoo run in parts: `--families` of the
+    untimed families, then the timed ones), their findings together."""
+    merged: dict[tuple[str, int], list[dict]] = {}
+    for path in paths:
+        if path.suffix == ".jsonl":  # a zoo's run log (`<json>.runs.jsonl`), read while the zoo still runs
+            logged = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            runs = [r.get("run", r) for r in logged]
+        else:
+            runs = json.loads(path.read_text())["runs"]
+        for r in runs:
+            merged.setdefault((r["member"], r["seed"]), []).extend(r["findings"])
+    return list(merged.values())
+
+
 def rates(runs: list[list[dict]]) -> dict[str, int]:
     out: dict[str, int] = {}
     for findings in runs:
@@ -136,20 +151,25 @@ def main(argv: list[str] | None = None) -> int:
     for kind in ("zoo", "controls", "strangers", "audit"):
         ap.add_argument(f"--{kind}", type=Path, action="append", default=[], metavar="JSON")
     ap.add_argument("--markdown", action="store_true", help="a Markdown table (docs/families.md)")
+    ap.add_argument("--fired-only", action="store_true",
+                    help="rows only for ids that fired on some clean run; the rest are named in one line")
     args = ap.parse_args(argv)
     ids = {**warning_ids(reachable()), **DYNAMIC}
     columns: list[tuple[str, int, dict[str, int]]] = []
     for kind in ("zoo", "controls", "strangers", "audit"):
         paths = getattr(args, kind)
         if paths:
-            runs = [r for p in paths for r in _runs(kind, p)]
+            runs = _merged_zoo(paths) if kind == "zoo" else [r for p in paths for r in _runs(kind, p)]
             columns.append((kind, len(runs), rates(runs)))
     for _, _, fired in columns:
         for fid in fired:
             ids.setdefault(fid, "(seen in the runs)")
     head = ["id", *(f"{k} ({n} runs)" for k, n, _ in columns), "emitted by"]
     rows = []
+    silent = sorted(fid for fid in ids if not any(fired.get(fid) for _, _, fired in columns))
     for fid in sorted(ids):
+        if args.fired_only and fid in silent:
+            continue
         cells = [f"{fired.get(fid, 0)}/{n}" + (f" ({100 * fired[fid] / n:.0f} %)" if fired.get(fid) else "")
                  for _, n, fired in columns]
         over = any(n and fired.get(fid, 0) / n > LIMIT for _, n, fired in columns)
@@ -164,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
         for r in [head, *rows]:
             print("  ".join(str(x).ljust(w) for x, w in zip(r, widths)))
+    if args.fired_only:
+        print(f"\n{len(silent)} other warning ids fired on no clean run: " + ", ".join(f"`{s}`" for s in silent))
     print(f"\n{len(ids)} warning ids; runs: " + ", ".join(f"{k} {n}" for k, n, _ in columns), file=sys.stderr)
     return 0
 
