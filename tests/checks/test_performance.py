@@ -304,3 +304,23 @@ def test_a_fast_update_keeps_its_digits():
     rep = PerfMeasurement(waits=[2e-5] * 8, computes=[4e-5] * 8, device="cpu", syncs=[0], module_calls=[3])
     (summary,) = [f for f in judge_performance(rep) if f.id == "perf.summary"]
     assert "median update 40.0 µs" in summary.message and "0.0 ms" not in summary.message
+
+
+def test_an_update_timed_again_on_one_thread_bounds_the_compute_so_the_verdict_holds():
+    """Pool threads that queued leave the loop thread blocked for them: own time on 2 threads 120 ms
+    (idle 60 ms) against a 100 ms wait straddles the verdict. The same update on one intra-op thread
+    (80 ms, exact: no pool) bounds the idle compute, and 100 ms waiting ≥ 80 ms is data bound."""
+    n = 17
+    straddle = _loaded([0.10] * n, [0.12] * n, [0.0] * n, [0.0] * n, others=0.1)
+    assert "perf.machine_busy" in [f.id for f in judge_performance(straddle)]
+    straddle.one_thread = [0.08, 0.081, 0.079, 0.08, 0.082]
+    out = judge_performance(straddle)
+    (f,) = [f for f in out if f.id == "perf.data_bound"]
+    assert f.evidence["one_thread"] and f.evidence["median_compute_ms"] == pytest.approx(80.0, abs=0.5)
+    assert "one intra-op thread" in f.message and "perf.machine_busy" not in [g.id for g in out]
+    slower = _loaded([0.10] * n, [0.12] * n, [0.0] * n, [0.0] * n, others=0.1)
+    slower.one_thread = [0.11] * 5  # one thread still computes longer than the wait: still open
+    assert "perf.data_bound" not in [g.id for g in judge_performance(slower)]
+    compute_bound = _loaded([0.01] * n, [0.12] * n, [0.0] * n, [0.0] * n, others=0.1)
+    compute_bound.one_thread = [0.005] * 5  # never lowers a wait under the floor into a verdict
+    assert "perf.data_bound" not in [g.id for g in judge_performance(compute_bound)]

@@ -313,3 +313,21 @@ def test_the_same_reads_in_the_users_own_code_are_a_warning():
     assert ("perf.sync_bound", "runtime") in warnings_of(r)
     (f,) = [f for f in r.findings if f.id == "perf.sync_bound"]
     assert f.evidence["owner"] == "user" and "test_performance.py" in f.hint
+
+
+def test_pool_threads_that_queued_get_the_update_timed_again_on_one_thread(monkeypatch):
+    """Where the pool threads queued (forced here: the decision reads /proc's run-queue delays), a few
+    updates are timed again on one intra-op thread, and the user's thread count is given back."""
+    threads = torch.get_num_threads()
+    monkeypatch.setattr(measuring, "_pool_queued", lambda rep: True)
+    torch.set_num_threads(2)
+    try:
+        from signalchain.experiments.context import Context
+
+        rep = measuring.time_updates(Context(pipeline=ReferencePipeline(SMALL), seed=0), steps=3)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
+    if measuring.run_queue_delay(None) is None:
+        pytest.skip("no run-queue delay on this OS: nothing to time on one thread")
+    assert len(rep.one_thread) == measuring.ONE_THREAD_UPDATES and all(t > 0 for t in rep.one_thread)

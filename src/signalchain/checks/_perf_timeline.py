@@ -99,6 +99,7 @@ class Timeline:
     others: float | None = None  # seconds the process's other threads queued (None: unknown)
     wall: float = 0.0
     bounded: bool = True  # False: only the sum over threads is known, so the estimate is the wall time
+    comp_one: float | None = None  # median own time of the updates timed again on one intra-op thread
 
     @property
     def first_pass(self) -> range:
@@ -154,6 +155,8 @@ def timeline(rep: PerfMeasurement) -> Timeline:
             busy.append(i)
     tl = Timeline(waits, comps, waits_lo, comps_lo, first, n, busy=busy, wall=wall, bounded=own,
                   queued=queued if own else None, others=others if every else None)
+    if rep.one_thread:
+        tl.comp_one = median(rep.one_thread)
     fp = [waits[i] for i in range(first) if i in waits]
     if len(fp) == first and first >= 5:
         tl.warmup = warmup_length(fp)

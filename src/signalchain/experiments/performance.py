@@ -134,6 +134,8 @@ def time_updates(ctx: Context, steps: int, reread: int = 0) -> PerfMeasurement:
                 update_step(p, model, optimizer, batch)
                 _sync(device)
                 _append(rep, loader, r0, r1, timer.read())
+        if loader and batch is not None and _pool_queued(rep):
+            rep.one_thread = _one_thread_updates(p, model, optimizer, batch, device, timer)
     finally:
         timer.clock.close()
         if was_enabled:
@@ -146,6 +148,42 @@ def time_updates(ctx: Context, steps: int, reread: int = 0) -> PerfMeasurement:
     if len(rep.compute_delays) != n:
         rep.wait_delays, rep.compute_delays = [], []
     return rep
+
+
+#: The other threads' run-queue delay during the updates, as a share of their wall time, from which the
+#: updates are timed again on one intra-op thread (the loop thread's own time is then exact).
+POOL_QUEUED = 0.1
+ONE_THREAD_UPDATES = 5
+
+
+def _pool_queued(rep: PerfMeasurement) -> bool:
+    """The process's other threads queued for CPUs during the updates, with more than one intra-op thread."""
+    if torch.get_num_threads() <= 1 or len(rep.compute_delays) != len(rep.computes) or not rep.compute_queued:
+        return False
+    others = sum(d - q for d, q in zip(rep.compute_delays, rep.compute_queued))
+    return others >= POOL_QUEUED * sum(rep.computes)
+
+
+def _one_thread_updates(p: Any, model: torch.nn.Module, optimizer: Any, batch: Any, device: torch.device,
+                        timer: _Timer) -> list[float]:
+    """Own seconds of `ONE_THREAD_UPDATES` updates on the last batch with one intra-op thread (after one
+    untimed), the thread count restored after; [] where the loop thread's delay is not readable."""
+    threads = torch.get_num_threads()
+    out: list[float] = []
+    try:
+        torch.set_num_threads(1)
+        update_step(p, model, optimizer, batch)
+        for _ in range(ONE_THREAD_UPDATES):
+            r0 = timer.read()
+            update_step(p, model, optimizer, batch)
+            _sync(device)
+            r1 = timer.read()
+            if r0[2] is None or r1[2] is None:
+                return []
+            out.append(max((r1[0] - r0[0]) - (r1[2] - r0[2]), 0.0))
+    finally:
+        torch.set_num_threads(threads)
+    return out
 
 
 @dataclass

@@ -37,6 +37,10 @@ class PerfMeasurement:
     # batches (the same ones, where the loader is seeded) a cache filled by the first pass would serve.
     # None: no second pass.
     reread_from: int | None = None
+    # Where the process's pool threads queued for CPUs (a busy machine), a few updates timed again on one
+    # intra-op thread: each one's own time (wall less the loop thread's run-queue delay, exact on one
+    # thread). [] where not timed (an idle machine, one thread already, or no loader).
+    one_thread: list[float] = field(default_factory=list)
     syncs: list[int] = field(default_factory=list)  # host reads of tensor values, per counted update
     module_calls: list[int] = field(default_factory=list)  # module forward calls, per counted update
     sync_ops: dict[str, int] = field(default_factory=dict)  # op -> count, over the counted updates
