@@ -8,7 +8,8 @@ thread on matrix products (what a shared node's neighbours do). Prints each stag
 step, idle and busy (mean over seeds), and the largest difference in percentage points against the
 goal of 10. Then, still busy, runs `signalchain doctor reference --fault slow_clip_reads` with
 `--family performance` and with `--symptom slow`, and says whether `perf.data_bound` is named.
-The load average is printed beside each phase: the figures mean something only with it.
+The load average is printed beside each phase: the figures mean something only with it. The clip
+cache is emptied before each profile, so neither phase reads clips the other rendered.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 from signalchain.experiments.context import Context
 from signalchain.experiments.profile import measure_profile
 from signalchain.reference import ReferencePipeline
+from signalchain.reference.data import _RENDERED
 
 GOAL_POINTS = 10.0
 SPIN = "import numpy as np\na = np.random.rand(512, 512)\nwhile True:\n    a = (a @ a) / 512.0\n"
@@ -50,6 +52,7 @@ def shares(seeds: list[int]) -> tuple[dict[str, float], list[float]]:
     per: dict[str, list[float]] = {}
     queued = []
     for seed in seeds:
+        _RENDERED.clear()  # each phase renders its clips afresh, as a doctor in a new process does
         rep = measure_profile(Context(pipeline=ReferencePipeline(), seed=seed))
         for s in rep.stages:
             per.setdefault(s.stage, []).append(s.share)

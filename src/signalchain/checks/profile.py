@@ -2,10 +2,12 @@
 
 *Own time on a shared machine.* Every share is of the step's own time: each window's wall time
 less the step thread's run-queue delay (read at each tap: time it was runnable while other processes
-held the cores; `StageCost.busy_ms`), over the step's own time. That is the idle machine's figure
-except where the step waited, blocked, for its own pool threads (torch's intra-op, OpenBLAS) while
-other processes held them; their run-queue delay (`StepProfile.others_ms`, the profile's sampler
-left out) bounds it, so a window's share has a lower bound, its own time less all of that, over the
+held the cores; `StageCost.busy_ms`), or less the intra-op pool's delay per pool thread where the
+step ran more than one torch thread and that is larger (read at each tap too: the step waits for a
+queued pool thread without queueing itself), over the step's own time. That is the idle machine's
+figure except where the step waited for its own threads in ways those readings miss (OpenBLAS's
+pool, more than one pool thread queued at different times); the other threads' whole run-queue
+delay (`StepProfile.others_ms`, the profile's sampler left out) bounds it, so a window's share has a lower bound, its own time less all of that, over the
 step. No step is dropped for being busy: a verdict needs the lower bound, and where only the
 estimate crosses the threshold the summary says the verdict was withheld and what to rerun with.
 (Before, a step whose thread queued 40 % of its time was not judged at all: on a machine with load

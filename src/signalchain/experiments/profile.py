@@ -24,7 +24,11 @@ A busy machine stretches whichever window other processes happened to preempt. T
 run-queue delay (Linux schedstat, the performance family's `run_queue_delay`) is read at the step's
 start, its batch, each tap and its end; each window's share of it (linear between those readings:
 the backward's end is not one) is kept per step beside the window, so that the judge can take it
-out and ask for a share on every step (`StageCost.busy_ms`, `delay_ms`).
+out and ask for a share on every step (`StageCost.busy_ms`, `delay_ms`). With more than one torch
+thread, the other threads' run-queue delay is read at the same points: where torch's intra-op pool
+stood in the queue, the step waited for it without queueing itself (it spins or blocks at the
+region's end), so a window's wait is the larger of the step thread's own delay and the pool's delay
+per pool thread (their sum would count twice the regions where both queued).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import torch
 from torch.autograd.profiler import profile, record_function
 
 from ..pipeline import capabilities
@@ -115,12 +120,13 @@ def profile_steps(ctx: Context, steps: int = 2, warmup: int = 1, trace: str | No
     plain = time.perf_counter() - t0
 
     threads = ThreadClock()  # the thread that runs the step: its CPU time and run-queue delay at each boundary
-    clock = StageClock(reader=threads.thread)
+    pool = torch.get_num_threads() - 1  # intra-op threads beside the step's own: their queueing holds it up
+    clock = StageClock(reader=threads.thread, pool_reader=threads.others if pool > 0 else None)
     clock.watch_model(model)
     clock.watch_networks()
     tap = clock.tap_wrapper()
     bounds: list[tuple[int, int, int, int]] = []  # per step: calibration, start, batch ready, end (perf ns)
-    clocks = StepClocks()
+    clocks = StepClocks(pool_threads=max(pool, 0))
     marks: list[tuple[int, int, int]] = []  # per offset mark: step start, before and after entering it
     was_enabled = gc.isenabled()
     gc.collect()
@@ -144,6 +150,7 @@ def profile_steps(ctx: Context, steps: int = 2, warmup: int = 1, trace: str | No
                         batch = batches.next()
                         t2 = time.perf_counter_ns()
                         r2 = threads.thread()
+                        o2 = threads.others() if pool > 0 else None
                         update_step(p, model, optimizer, batch, tap)
                         _sync(device)
                         t3 = time.perf_counter_ns()
@@ -154,6 +161,8 @@ def profile_steps(ctx: Context, steps: int = 2, warmup: int = 1, trace: str | No
                         clocks.queued.append((r1[1], r2[1], r3[1]))
                     if o1 is not None and o3 is not None:
                         clocks.others.append((o1, o3))
+                        if o2 is not None:
+                            clocks.pool.append((o1, o2, o3))
                     for _ in range(OFFSET_MARKS):  # the clocks' offset, read where entering is cheap; the
                         t_in = time.perf_counter_ns()  # tightest bracket of all counts, so one preempted
                         with record_function(_MARK):  # entry (a busy machine) cannot shift it
