@@ -7,9 +7,10 @@ step ran more than one torch thread and that is larger (read at each tap too: th
 queued pool thread without queueing itself), over the step's own time. That is the idle machine's
 figure except where the step waited for its own threads in ways those readings miss (OpenBLAS's
 pool, more than one pool thread queued at different times); the other threads' whole run-queue
-delay (`StepProfile.others_ms`, the profile's sampler left out) bounds it, so a window's share has a lower bound, its own time less all of that, over the
-step. No step is dropped for being busy: a verdict needs the lower bound, and where only the
-estimate crosses the threshold the summary says the verdict was withheld and what to rerun with.
+delay (`StepProfile.others_ms`, the profile's sampler left out) bounds it, so a window's share
+has a lower bound, its own time less all of that, over the step. No step is dropped for being
+busy: a verdict needs the lower bound, and where only the estimate crosses the threshold the
+summary says the verdict was withheld and what to rerun with.
 (Before, a step whose thread queued 40 % of its time was not judged at all: on a machine with load
 3-6 on 2 cores every step was dropped.)
 
