@@ -68,3 +68,23 @@ def test_the_cache_is_bounded(monkeypatch):
     for i in range(4):
         rendered_clip(i, 0, 8000)
     assert list(refdata._RENDERED) == [(2, 0, 8000), (3, 0, 8000)]
+
+
+def test_clips_rendered_on_threads_are_the_clips_rendered_one_by_one(monkeypatch):
+    calls = _count_renders(monkeypatch)
+    assert refdata.prerender(range(10, 22), 0, 32000, workers=2) == 12
+    assert sorted(calls) == [(i, 0, 32000) for i in range(10, 22)]  # each once
+    assert refdata.prerender(range(10, 22), 0, 32000, workers=2) == 0  # all cached: nothing to do
+    for i in (10, 15, 21):
+        np.testing.assert_array_equal(rendered_clip(i, 0, 32000).audio, generate_clip(i, 0, 32000).audio)
+    assert len(calls) == 12  # served from the cache (the comparisons render with the unpatched function)
+
+
+def test_the_splits_listing_renders_each_clip_once(monkeypatch):
+    calls = _count_renders(monkeypatch)
+    p = ReferencePipeline()
+    splits = p.splits()
+    n = sum(len(v) for v in splits.values())
+    assert n > refdata.PRERENDER_MIN and len(calls) == n == len(set(calls))
+    assert [c.source_id for c in splits["train"]] == [p.clip(i).source_id for i in p.split_indices("train")]
+    assert len(calls) == n

@@ -30,7 +30,7 @@ from signalchain import StepOutput
 from . import prep
 from .codec import Codec, default_codec
 from .config import RefConfig
-from .data import Clip, caption_vocabulary, generate_clip, rendered_clip
+from .data import Clip, caption_vocabulary, generate_clip, prerender, rendered_clip
 from .model import ModelConfig, MusicLM, masked_cross_entropy
 from .output import OutputRoute, Tap, _no_tap
 from .pattern import build_delay_pattern
@@ -142,9 +142,11 @@ class ReferencePipeline(OutputRoute):
             epoch += 1
 
     def splits(self) -> dict[str, list[Clip]]:
+        prerender([i for s in ("train", "valid") for i in self.split_indices(s)], 0, self.cfg.source_sample_rate)
         return {s: [self.clip(i) for i in self.split_indices(s)] for s in ("train", "valid")}
 
     def training_examples(self) -> list[Clip]:
+        prerender(self.split_indices("train"), 0, self.cfg.source_sample_rate)
         return [self.clip(i) for i in self.split_indices("train")]
 
     def with_captions(self, batch: Batch, captions: Sequence[str]) -> Batch:
