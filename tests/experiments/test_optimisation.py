@@ -154,5 +154,15 @@ def test_an_overfit_that_memorises_at_another_rate_is_connected_and_one_at_no_ra
     (info,) = verdicts[8]
     assert (info.id, info.severity.value, info.stage) == ("overfit.configured_rate", "info", "optimizer")
     assert "memorises at lr" in info.message and "connected" in info.message
-    assert ("model.capacity", "model") in ids(verdicts[2]) and ("overfit.failed", "model") in ids(verdicts[2])
-    assert "does not memorise either" in verdicts[2][0].message
+    # dim 2 memorises at no rate tried. Whether its curves have flattened within the budget's steps is
+    # the trajectory's business (it differed between two machines of this size): the verdict must
+    # follow the shapes the judge measured — a plateau anywhere is capacity (error), curves still
+    # falling everywhere are unfinished (info: connected, too few steps to tell)
+    [judged] = [f for f in verdicts[2] if "shapes" in f.evidence][:1]
+    shapes = [r["shape"] for r in judged.evidence["shapes"]]
+    assert "does not memorise" in judged.message and "re-fit at" in judged.message
+    if "plateau" in shapes:
+        assert ("model.capacity", "model") in ids(verdicts[2]) and ("overfit.failed", "model") in ids(verdicts[2])
+    else:
+        assert "falling" in shapes and ids(verdicts[2]) == []
+        assert [(f.id, f.severity.value, f.stage) for f in verdicts[2]] == [("overfit.unfinished", "info", "model")]
