@@ -8,7 +8,10 @@ thread on matrix products (what a shared node's neighbours do). Prints each stag
 step, idle and busy (mean over seeds), and the largest difference in percentage points against the
 goal of 10. Then, still busy, runs `signalchain doctor reference --fault slow_clip_reads` with
 `--family performance` and with `--symptom slow`, and says whether `perf.data_bound` is named.
-The load average is printed beside each phase: the figures mean something only with it. The clip
+Each seed's line says the thread count of the replay the doctor kept (`measure_profile` runs it again
+on one intra-op thread where the first replay's pool threads queued; the second replay finds the
+loader's clips and the codes cached by the first, as a full doctor's profile does after the other
+families). The load average is printed beside each phase: the figures mean something only with it. The clip
 cache is emptied before each profile, so neither phase reads clips the other rendered.
 """
 
@@ -51,6 +54,7 @@ def busy(n: int):
 def shares(seeds: list[int]) -> tuple[dict[str, float], list[float]]:
     per: dict[str, list[float]] = {}
     queued = []
+    runs = []
     for seed in seeds:
         _RENDERED.clear()  # each phase renders its clips afresh, as a doctor in a new process does
         rep = measure_profile(Context(pipeline=ReferencePipeline(), seed=seed))
@@ -58,6 +62,9 @@ def shares(seeds: list[int]) -> tuple[dict[str, float], list[float]]:
             per.setdefault(s.stage, []).append(s.share)
         if rep.wall_ms and rep.queued_ms:
             queued.append(sum(rep.queued_ms) / max(sum(rep.wall_ms), 1e-9))
+        first = f", first replay's pool queued {rep.pool_queued_share:.0%}" if rep.pool_queued_share is not None else ""
+        runs.append(f"seed {seed}: {rep.threads} thread(s){first}")
+    print("  " + "; ".join(runs))
     return {k: statistics.fmean(v) for k, v in per.items()}, queued
 
 

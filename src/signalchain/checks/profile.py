@@ -2,15 +2,12 @@
 
 *Own time on a shared machine.* Every share is of the step's own time: each window's wall time
 less the step thread's run-queue delay (read at each tap: time it was runnable while other processes
-held the cores; `StageCost.busy_ms`), or less the intra-op pool's delay per pool thread where the
-step ran more than one torch thread and that is larger (read at each tap too: the step waits for a
-queued pool thread without queueing itself), over the step's own time. That is the idle machine's
-figure except where the step waited for its own threads in ways those readings miss (OpenBLAS's
-pool, more than one pool thread queued at different times); the other threads' whole run-queue
-delay (`StepProfile.others_ms`, the profile's sampler left out) bounds it, so a window's share
-has a lower bound, its own time less all of that, over the step. No step is dropped for being
-busy: a verdict needs the lower bound, and where only the estimate crosses the threshold the
-summary says the verdict was withheld and what to rerun with.
+held the cores; `StageCost.busy_ms`), over the step's own time. That is the idle machine's figure
+except where the step waited, blocked, for its own pool threads (torch's intra-op, OpenBLAS) while
+other processes held them; their run-queue delay (`StepProfile.others_ms`, the profile's sampler
+left out) bounds it, so a window's share has a lower bound, its own time less all of that, over the
+step. No step is dropped for being busy: a verdict needs the lower bound, and where only the
+estimate crosses the threshold the summary says the verdict was withheld and what to rerun with.
 (Before, a step whose thread queued 40 % of its time was not judged at all: on a machine with load
 3-6 on 2 cores every step was dropped.)
 
@@ -47,6 +44,7 @@ Slow is not broken (DESIGN §4): both are warnings, and the profile itself is an
 
 from __future__ import annotations
 
+from .._units import plural
 from ..findings import Finding
 from ..records.profile import DATA, MODEL, StageCost, StepProfile
 
@@ -230,6 +228,11 @@ def _memory(rep: StepProfile) -> list[Finding]:
 def _busy_note(rep: StepProfile, open_: list[str]) -> str:
     busy = busy_steps(rep)
     parts = []
+    if rep.pool_queued_share is not None:
+        parts.append(f"the pool threads of a first replay queued {rep.pool_queued_share:.0%} of its wall time behind "
+                     "other processes (the step waits for them where no reading shows it): these shares are of a "
+                     f"replay on {plural(rep.threads or 1, 'intra-op thread')}, where the step thread's own time is "
+                     "the step's; for your thread count's, profile on an idle machine")
     if rep.delay_ms and rep.delay_ms >= 0.05 * rep.step_ms:
         parts.append(f"the step's thread queued {rep.delay_ms:.1f} ms per step for a CPU held by other processes "
                      f"({len(busy)} of {len(rep.wall_ms)} steps over {BUSY_SHARE:.0%} of their time): taken out of "

@@ -135,15 +135,11 @@ def _overlap(spans: list[NetSpan], w0: int, w1: int, frozen: bool | None = None)
 @dataclass
 class StepClocks:
     """Per profiled step, what the step thread's clock said at its start, batch and end (seconds):
-    run-queue delay and CPU time; and the process's other threads' run-queue delay at start and end
-    (`others`), and at start, batch and end where the step runs an intra-op pool of `pool_threads`
-    threads beside its own (`pool`; the taps read it too)."""
+    run-queue delay and CPU time; and the process's other threads' run-queue delay at start and end."""
 
     queued: list[tuple[float, float, float]] = field(default_factory=list)
     cpu: list[tuple[float, float, float]] = field(default_factory=list)
     others: list[tuple[float, float]] = field(default_factory=list)
-    pool: list[tuple[float, float, float]] = field(default_factory=list)
-    pool_threads: int = 0
 
 
 def _attribute(prof: Any, clock: StageClock, bounds: list[tuple[int, int, int, int]],
@@ -172,15 +168,6 @@ def _attribute(prof: Any, clock: StageClock, bounds: list[tuple[int, int, int, i
     queued = clocks.queued if len(clocks.queued) == len(bounds) else None
     cpus = clocks.cpu if len(clocks.cpu) == len(bounds) else None
     others = clocks.others if len(clocks.others) == len(bounds) else None
-    pools = clocks.pool if clocks.pool_threads > 0 and len(clocks.pool) == len(bounds) else None
-    per_pool = max(clocks.pool_threads, 1)
-
-    def held(own: list[tuple[int, int]], pool: list[tuple[int, int]], w0: int, w1: int) -> float:
-        """ns of [w0, w1) that other processes took: the step thread's own run-queue delay, or the
-        pool's per pool thread where that is larger (the step waits for a queued pool thread)."""
-        mine = max(_delay_at(own, w1) - _delay_at(own, w0), 0.0)
-        theirs = max(_delay_at(pool, w1) - _delay_at(pool, w0), 0.0) / per_pool if pool else 0.0
-        return min(max(mine, theirs), w1 - w0)
     acc: dict[str, dict[str, Any]] = {}
     order: list[str] = []
     step_total = 0
@@ -191,9 +178,8 @@ def _attribute(prof: Any, clock: StageClock, bounds: list[tuple[int, int, int, i
         step_total += end - start
         pts = _points(clock, start, ready, end, queued[i] if queued else None)
         cpts = _points(clock, start, ready, end, cpus[i] if cpus else None, "cpu")
-        ppts = _points(clock, start, ready, end, pools[i] if pools else None, "pool")
         waited = min(max(_delay_at(pts, end) - _delay_at(pts, start), 0.0), end - start)
-        step_busy.append((end - start - held(pts, ppts, start, end)) / 1e6)
+        step_busy.append((end - start - waited) / 1e6)
         step_cpu.append(max(_delay_at(cpts, end) - _delay_at(cpts, start), 0.0) / 1e6)
         step_wait += waited
         base = level_at(start)
@@ -209,7 +195,7 @@ def _attribute(prof: Any, clock: StageClock, bounds: list[tuple[int, int, int, i
             a["ns"] += w1 - w0
             wait = min(max(_delay_at(pts, w1) - _delay_at(pts, w0), 0.0), w1 - w0)
             a["delay"] += wait
-            a["busy"][i] += (w1 - w0 - held(pts, ppts, w0, w1)) / 1e6
+            a["busy"][i] += (w1 - w0 - wait) / 1e6
             a["cpu"] += max(_delay_at(cpts, w1) - _delay_at(cpts, w0), 0.0)
             a["net"] += _overlap(nets, w0, w1)
             a["frozen"] += _overlap(nets, w0, w1, frozen=True)

@@ -24,11 +24,7 @@ A busy machine stretches whichever window other processes happened to preempt. T
 run-queue delay (Linux schedstat, the performance family's `run_queue_delay`) is read at the step's
 start, its batch, each tap and its end; each window's share of it (linear between those readings:
 the backward's end is not one) is kept per step beside the window, so that the judge can take it
-out and ask for a share on every step (`StageCost.busy_ms`, `delay_ms`). With more than one torch
-thread, the other threads' run-queue delay is read at the same points: where torch's intra-op pool
-stood in the queue, the step waited for it without queueing itself (it spins or blocks at the
-region's end), so a window's wait is the larger of the step thread's own delay and the pool's delay
-per pool thread (their sum would count twice the regions where both queued).
+out and ask for a share on every step (`StageCost.busy_ms`, `delay_ms`).
 """
 
 from __future__ import annotations
@@ -56,10 +52,11 @@ from .context import Context
 from .optimisation._train import update_step
 from .performance import _device, _sync  # the timing family's device and drain
 
-__all__ = ["profile_steps", "measure_profile", "TRACE_ENV"]
+__all__ = ["profile_steps", "measure_profile", "TRACE_ENV", "POOL_QUEUED"]
 
 TRACE_ENV = "SIGNALCHAIN_TRACE"
 
+POOL_QUEUED = 0.1  # the other threads' run-queue share of the replay's wall time that calls for one thread
 OFFSET_MARKS = 3  # offset marks after each step (each a few microseconds)
 
 
@@ -120,13 +117,12 @@ def profile_steps(ctx: Context, steps: int = 2, warmup: int = 1, trace: str | No
     plain = time.perf_counter() - t0
 
     threads = ThreadClock()  # the thread that runs the step: its CPU time and run-queue delay at each boundary
-    pool = torch.get_num_threads() - 1  # intra-op threads beside the step's own: their queueing holds it up
-    clock = StageClock(reader=threads.thread, pool_reader=threads.others if pool > 0 else None)
+    clock = StageClock(reader=threads.thread)
     clock.watch_model(model)
     clock.watch_networks()
     tap = clock.tap_wrapper()
     bounds: list[tuple[int, int, int, int]] = []  # per step: calibration, start, batch ready, end (perf ns)
-    clocks = StepClocks(pool_threads=max(pool, 0))
+    clocks = StepClocks()
     marks: list[tuple[int, int, int]] = []  # per offset mark: step start, before and after entering it
     was_enabled = gc.isenabled()
     gc.collect()
@@ -150,7 +146,6 @@ def profile_steps(ctx: Context, steps: int = 2, warmup: int = 1, trace: str | No
                         batch = batches.next()
                         t2 = time.perf_counter_ns()
                         r2 = threads.thread()
-                        o2 = threads.others() if pool > 0 else None
                         update_step(p, model, optimizer, batch, tap)
                         _sync(device)
                         t3 = time.perf_counter_ns()
@@ -161,8 +156,6 @@ def profile_steps(ctx: Context, steps: int = 2, warmup: int = 1, trace: str | No
                         clocks.queued.append((r1[1], r2[1], r3[1]))
                     if o1 is not None and o3 is not None:
                         clocks.others.append((o1, o3))
-                        if o2 is not None:
-                            clocks.pool.append((o1, o2, o3))
                     for _ in range(OFFSET_MARKS):  # the clocks' offset, read where entering is cheap; the
                         t_in = time.perf_counter_ns()  # tightest bracket of all counts, so one preempted
                         with record_function(_MARK):  # entry (a busy machine) cannot shift it
@@ -185,10 +178,40 @@ def profile_steps(ctx: Context, steps: int = 2, warmup: int = 1, trace: str | No
     # the step thread's run-queue delay per step: what `busy_ms` took out of each step's wall time
     rep.queued_ms = [round(w - b, 3) for w, b in zip(rep.wall_ms, rep.busy_ms)] if rep.delay_ms is not None else []
     rep.trace_path = trace
+    rep.threads = torch.get_num_threads()
     return rep
+
+
+def _pool_queued(rep: StepProfile) -> float | None:
+    """The share of the replay's wall time the process's other threads queued, with more than one
+    intra-op thread (None with one, or where it was not read)."""
+    if rep.threads <= 1 or not rep.others_ms or len(rep.others_ms) != len(rep.wall_ms) or sum(rep.wall_ms) <= 0:
+        return None
+    return sum(rep.others_ms) / sum(rep.wall_ms)
 
 
 def measure_profile(ctx: Context) -> StepProfile:
     """The doctor's step: `budget.profile_steps` profiled updates; a Chrome trace (Perfetto,
-    chrome://tracing) is written where the environment names one in `SIGNALCHAIN_TRACE`."""
-    return profile_steps(ctx, steps=int(ctx.budget.profile_steps), trace=os.environ.get(TRACE_ENV) or None)
+    chrome://tracing) is written where the environment names one in `SIGNALCHAIN_TRACE`.
+
+    Where the intra-op pool threads queued `POOL_QUEUED` of the replay's wall time or more, the step
+    also waited for them in ways no run-queue reading shows (a queued pool thread holds up the region
+    its step thread spins or sleeps in), and the shares lean towards whichever stages ran parallel
+    regions while other processes held the cores. The replay then runs again on one intra-op thread
+    (restored after), where the step thread's own time is the step's: measured on the reference beside
+    two busy processes, the largest stage share moved 4 points from the idle one-thread replay, against
+    21 at two threads. The record says so (`threads`, `pool_queued_share`) and the summary with it.
+    """
+    steps, trace = int(ctx.budget.profile_steps), os.environ.get(TRACE_ENV) or None
+    rep = profile_steps(ctx, steps=steps, trace=trace)
+    share = _pool_queued(rep)
+    if share is None or share < POOL_QUEUED:
+        return rep
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        again = profile_steps(ctx, steps=steps, trace=trace)
+    finally:
+        torch.set_num_threads(threads)
+    again.threads, again.pool_queued_share = 1, round(share, 4)
+    return again

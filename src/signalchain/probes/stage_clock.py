@@ -6,8 +6,6 @@ The taps are the boundaries: the work between the previous tap and the tap of st
 bytes and the largest array's size of the tapped value, and, when given a `reader` of the step
 thread's (CPU seconds, run-queue seconds), both: its own time on a CPU, and how long it has so far
 waited, runnable, for one (time other processes held the cores, which a judge of shares takes out);
-with a `pool_reader`, the same wait summed over the process's other threads (torch's intra-op pool:
-the step waits for them where they queue);
 a forward pre-hook on every module of the model that holds a trainable parameter of its own records
 the first time the model ran in the step (a frozen codec or text encoder inside the model object is
 data preparation, as it is in the user's cost model); with `watch_networks`, global forward hooks
@@ -74,7 +72,6 @@ class TapMark:
     delay: float | None = None  # the thread's run-queue delay so far, seconds (None: not read)
     cpu: float | None = None  # the thread's CPU time so far, seconds (None: not read)
     numel: int = 0  # elements of the largest array in the tapped value
-    pool: float | None = None  # the process's other threads' run-queue delay so far, seconds (None: not read)
 
 
 @dataclass
@@ -109,7 +106,6 @@ class StageClock(Probe):
     model_calls: list[int] = field(default_factory=list)  # perf_counter_ns of each trainable module call
     samples: list[tuple[int, str]] = field(default_factory=list)  # (perf_counter_ns, user line)
     reader: Callable[[], tuple[float, float | None]] | None = None  # (CPU s, run-queue s), read at each tap
-    pool_reader: Callable[[], float | None] | None = None  # the other threads' run-queue s, read at each tap
     nets: list[NetSpan] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -120,8 +116,7 @@ class StageClock(Probe):
     def on_tap(self, stage: str, value: Any) -> None:
         t = time.perf_counter_ns()
         cpu, delay = self.reader() if self.reader is not None else (None, None)
-        pool = self.pool_reader() if self.pool_reader is not None else None
-        self.marks.append(TapMark(stage, t, value_bytes(value), delay, cpu, largest_numel(value), pool))
+        self.marks.append(TapMark(stage, t, value_bytes(value), delay, cpu, largest_numel(value)))
 
     def watch_networks(self) -> None:
         """Global forward hooks (removed with the probe's handles): the span of each outermost call of

@@ -74,6 +74,10 @@ class StepProfile:
     # step may have waited, blocked, for those of its pool, so a window's own time is known to within it
     others_ms: list[float] = field(default_factory=list)
     cpu_ms: list[float] = field(default_factory=list)  # each step, the step thread's own CPU time
+    threads: int = 0  # intra-op threads the replay ran on (0: not recorded)
+    # where the first replay's pool threads queued this share of its wall time, this replay ran again on
+    # one intra-op thread (the step thread's own time is exact there); None: no re-run
+    pool_queued_share: float | None = None
 
     def stage(self, name: str) -> StageCost | None:
         return next((s for s in self.stages if s.stage == name), None)
