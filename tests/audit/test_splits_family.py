@@ -262,3 +262,41 @@ def test_a_row_naming_a_missing_file_is_one_finding(tmp_path: Any) -> None:
     p.form, p.folder = "path", tmp_path
     loud = _loud(_run(p))
     assert [(f.id, f.evidence.get("path")) for f in loud] == [("file.missing", str(tmp_path / "gone.wav"))]
+
+
+# ---- AudioCraft's four splits: evaluation splits may share data (issue 41) ------------------------
+
+class AudioCraftSplits(ReferencePipeline):
+    """AudioCraft's dataset configs list train, valid, evaluate and generate, and point `generate` at
+    `evaluate`'s files (`dset/audio/*.yaml`): two evaluation splits sharing every clip, which trains on
+    nothing it scores. `leak` puts a training clip in `evaluate` too (then in `generate`): a real leak."""
+
+    leak = False
+
+    def split_indices(self, split: str) -> Any:
+        valid = list(super().split_indices("valid"))
+        if split in ("evaluate", "generate"):
+            rows = valid[8:]
+            return [super().split_indices("train")[5]] + rows[1:] if self.leak else rows
+        return valid[:8] if split == "valid" else super().split_indices(split)
+
+    def splits(self) -> dict[str, list[Clip]]:
+        return {s: [self.clip(i) for i in self.split_indices(s)] for s in ("train", "valid", "evaluate", "generate")}
+
+
+class AudioCraftLeak(AudioCraftSplits):
+    leak = True
+
+
+def test_two_evaluation_splits_sharing_clips_are_not_a_leak() -> None:
+    found = _run(_make(AudioCraftSplits))
+    assert _loud(found) == [], [(f.id, f.message[:100]) for f in _loud(found)]
+    shared = [f for f in found if f.id == "split.duplicate"]
+    assert shared and all(f.severity.value == "info" and f.evidence["evaluation_only"] for f in shared)
+    assert {tuple(f.evidence["splits"]) for f in shared} == {("evaluate", "generate")}
+
+
+def test_a_training_clip_in_both_evaluation_splits_is_still_an_error_against_train() -> None:
+    found = _loud(_run(_make(AudioCraftLeak)))
+    errors = [f for f in found if f.id == "split.duplicate" and f.severity.value == "error"]
+    assert errors and all("train" in f.evidence["splits"] for f in errors), [(f.id, f.message[:100]) for f in found]

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from ..checks.base import make
 from ..findings import Finding
 from ..records.audit import STAGE_SPLIT
-from .leakage import Entry, Match, side_rank
+from .leakage import Entry, Match, side_rank, train_split
 
-__all__ = ["judge_shared_ids", "judge_matches", "judge_alternate_versions", "judge_cache_refs",
-           "split_sizes", "title_key"]
+__all__ = ["evaluation_pair", "eval_partner", "judge_shared_ids", "judge_matches", "judge_alternate_versions",
+           "judge_cache_refs", "split_sizes", "title_key"]
 
 CHECK = "audit.splits"
 EXAMPLES = 3  # examples quoted in a message; evidence keeps up to 1000 pairs
@@ -28,19 +28,48 @@ def split_sizes(entries: Sequence[Entry]) -> dict[str, int]:
     return dict(sizes)
 
 
+_EVAL_NAME = re.compile(r"^(valid(ation)?|val|dev|eval(uate|uation)?|test(ing)?|generate|gen|holdout|heldout)"
+                        r"([_\-.]?\w*)?$", re.IGNORECASE)
+
+
+def evaluation_pair(a_split: str, b_split: str, sizes: dict[str, int]) -> bool:
+    """Both splits are evaluation splits: neither is the training split (`train_split`), or both are
+    named as evaluation splits are (valid, test, generate, …). Evaluation splits may share examples
+    (AudioCraft's dataset configs point `generate` at `evaluate`'s files); what they share never
+    reaches the weights, so it is not a leak."""
+    train = train_split(sizes)
+    named = all(_EVAL_NAME.match(s) for s in (a_split, b_split))
+    return named or train not in (a_split, b_split)
+
+
+def eval_partner(entries: Sequence[Entry]):
+    """Sort key of a match (anything with `.a`, `.b`): True when both sides are evaluation splits."""
+    sizes = split_sizes(entries)
+    return lambda m: evaluation_pair(entries[m.a].split, entries[m.b].split, sizes)
+
+
 def _pair_finding(fid: str, severity: str, entries: Sequence[Entry], pairs: list[tuple[int, int]], what: str,
                   hint: str, extra: list[dict] | None = None) -> Finding:
     a_split, b_split = entries[pairs[0][0]].split, entries[pairs[0][1]].split
     n_eval = len({a for a, _ in pairs})
-    size = split_sizes(entries)[a_split]
+    sizes = split_sizes(entries)
+    size = sizes[a_split]
     shown = "; ".join(f"{entries[a].where} ~ {entries[b].where}" for a, b in pairs[:EXAMPLES])
+    tail = ""
+    if evaluation_pair(a_split, b_split, sizes):
+        severity, tail = "info", (" (both are evaluation splits: what they share is scored twice, never "
+                                  "trained on, so it is not a leak)")
+        hint = ("nothing to fix for training; keep evaluation splits apart only if their scores must be "
+                "independent")
     return make(
         fid,
         severity,
         STAGE_SPLIT,
-        f"{n_eval} of {size} {a_split} examples ({100 * n_eval / max(size, 1):.0f}%) {what} in {b_split}: {shown}",
+        f"{n_eval} of {size} {a_split} examples ({100 * n_eval / max(size, 1):.0f}%) {what} in {b_split}: "
+        f"{shown}{tail}",
         CHECK,
         hint=hint,
+        evaluation_only=bool(tail),
         splits=[a_split, b_split],
         count=n_eval,
         total=size,
@@ -92,8 +121,10 @@ _KIND = {
 def judge_matches(entries: Sequence[Entry], matches: Sequence[Match]) -> list[Finding]:
     """Copies, near-copies and overlapping windows across splits."""
     out = []
+    between_evals = eval_partner(entries)
     for kind, (fid, what, hint) in _KIND.items():
-        chosen = sorted((m for m in matches if m.kind == kind), key=lambda m: (m.a, -m.similarity))
+        # One partner per evaluation example: in training where it has one there, else its best.
+        chosen = sorted((m for m in matches if m.kind == kind), key=lambda m: (m.a, between_evals(m), -m.similarity))
         best: dict[int, Match] = {}
         for m in chosen:
             best.setdefault(m.a, m)  # one partner per evaluation example: its best

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from ..checks.base import make
 from ..findings import Finding
 from ..records.audit import STAGE_DATASET, Item
-from .judge_splits import EXAMPLES, _by_split_pair, _pair_finding
+from .judge_splits import EXAMPLES, _by_split_pair, _pair_finding, eval_partner
 from .leakage import Entry
 from .midi_search import NoteMatch
 
@@ -74,9 +74,11 @@ _KINDS = {
 def judge_note_matches(entries: Sequence[Entry], matches: Sequence[NoteMatch]) -> list[Finding]:
     """The same piece across splits, one finding per kind and pair of splits."""
     out = []
+    between_evals = eval_partner(entries)
     for kind, (fid, severity, what, hint) in _KINDS.items():
         best: dict[int, NoteMatch] = {}
-        for m in sorted((m for m in matches if m.kind == kind), key=lambda m: (m.a, -m.agreement, -m.similarity)):
+        for m in sorted((m for m in matches if m.kind == kind),
+                        key=lambda m: (m.a, between_evals(m), -m.agreement, -m.similarity)):
             best.setdefault(m.a, m)  # one partner per evaluation piece: its best
         ms = list(best.values())
         for idx in _by_split_pair([(m.a, m.b) for m in ms], entries).values():
@@ -90,5 +92,7 @@ def judge_note_matches(entries: Sequence[Entry], matches: Sequence[NoteMatch]) -
             head += f" in {entries[group[0].b].split}"
             shifts = sorted({m.shift for m in group if m.shift})
             tail = f" (shifts {', '.join(f'{s:+d}' for s in shifts)})" if len(shifts) > 1 else ""
+            if f.evidence.get("evaluation_only"):
+                tail += f.message[f.message.rindex(" (both are evaluation splits"):]
             out.append(make(f.id, f.severity, f.stage, f"{head}: {shown}{tail}", f.check, hint=f.hint, **f.evidence))
     return out
