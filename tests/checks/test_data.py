@@ -46,6 +46,23 @@ def test_shape_mismatch_of_targets_and_mask(tokens):
     assert ids(judge_shapes(tr2)) == [("shape.mismatch", "mask.loss")]
 
 
+@pytest.mark.parametrize("logits,targets", [((4, 16), (4,)), ((12, 16), (12,)), ((4, 16, 7), (4, 7))],
+                         ids=["one-target-per-window", "flattened", "classes-second"])
+def test_shapes_a_cross_entropy_takes_as_they_are_are_no_mismatch(logits, targets):
+    """Issue 41: a model with one target per window ([B] targets, [B, V] logits), flattened [N, V] / [N],
+    and torch's classes-second [N, V, T] / [N, T] fit `cross_entropy` as they are: info, never an error."""
+    rng = np.random.default_rng(0)
+    tr = make_trace(("targets", rng.integers(0, 16, targets)), ("logits", np.zeros(logits, np.float32)))
+    found = judge_shapes(tr)
+    assert [(f.id, f.severity.value) for f in found] == [("shape.unframed", "info")]
+
+
+def test_shapes_no_cross_entropy_takes_are_still_a_mismatch():
+    rng = np.random.default_rng(0)
+    tr = make_trace(("targets", rng.integers(0, 16, (4, 3))), ("logits", np.zeros((4, 16), np.float32)))
+    assert [(f.id, f.severity.value) for f in judge_shapes(tr)] == [("shape.mismatch", "error")]
+
+
 def test_initial_loss_far_from_log_cardinality(tokens):
     above = judge_initial_loss(step_trace(tokens, loss=12.0))
     assert ids(above) == [("loss.initial", "loss")] and above[0].severity.value == "warning"

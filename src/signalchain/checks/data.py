@@ -50,7 +50,16 @@ def judge_shapes(trace: Trace) -> list[Finding]:
     if logits is not None and targets is not None and targets.value is not None:
         predicted = list(view.logits_shape[:3]) if view.logits_shape else None
         have = list(view.targets.shape) if view.targets is not None else None
-        if predicted is None or have is None or predicted != have:
+        if (predicted is None or have is None) and plain_cross_entropy_fits(logits.shape, targets.shape):
+            # Not codebooks × frames (one target per window or example, or flattened [N, V] / [N]), but
+            # the shapes a cross-entropy takes as they are: nothing to align, only the frame checks
+            # cannot read them.
+            out.append(make("shape.unframed", "info", "targets",
+                            f"logits {logits.shape} and targets {targets.shape} are not codebooks × frames, but fit "
+                            "a cross-entropy as they are (one class per target): the frame-level checks (delays, "
+                            "padding against frames) do not apply to this layout", CHECK,
+                            logits=logits.shape, targets=targets.shape))
+        elif predicted is None or have is None or predicted != have:
             out.append(make("shape.mismatch", "error", "targets",
                             f"targets have shape {targets.shape} but logits {logits.shape} predict "
                             f"{predicted if predicted is not None else '?'} [B, K, T] (+{logits.shape[-1]} classes)",
@@ -73,6 +82,18 @@ def judge_shapes(trace: Trace) -> list[Finding]:
             )
         )
     return out
+
+
+def plain_cross_entropy_fits(logits: object, targets: object) -> bool:
+    """Shapes `torch.nn.functional.cross_entropy` takes as they are: class scores last (`[..., V]`
+    with targets `[...]`) or second (`[N, V, ...]` with `[N, ...]`)."""
+    try:
+        lg, tg = [int(x) for x in logits], [int(x) for x in targets]  # type: ignore[union-attr]
+    except TypeError:
+        return False
+    if len(lg) < 2 or len(lg) != len(tg) + 1:
+        return False
+    return lg[:-1] == tg or (lg[0] == tg[0] and lg[2:] == tg[1:])
 
 
 def judge_initial_loss(trace: Trace) -> list[Finding]:
