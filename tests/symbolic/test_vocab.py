@@ -70,6 +70,19 @@ def test_walk_reports_specials_out_of_place_and_unknown_types():
     assert walk([3, 4, 5, 99, -1], v).out_of_range == [3, 4]
 
 
+def test_pad_id_equal_to_eos_or_bos_is_padding_outside_the_sequence():
+    """GPT-2's and parler-tts' convention (issue 41): `pad_token_id = eos_token_id` (and GPT-2's BOS too).
+    Trailing ids equal to it are padding (the first of them the EOS), a leading one is BOS: no
+    misplaced special; the same id inside the sequence is still a pad inside."""
+    tokens = ["EOS_None", "Bar_None", "Position_0", "Pitch_60", "Velocity_64", "Duration_1.0.8"]
+    v = Vocab.parse(tokens, pad_id=0, bos_id=0, eos_id=0)
+    ev = walk([0, 1, 2, 3, 4, 5, 0, 0, 0], v)
+    assert ev.bos_misplaced == [] and ev.eos_misplaced == [] and ev.pads_inside == [] and len(ev.notes) == 1
+    assert walk([1, 2, 3, 0, 4, 5, 0], v).pads_inside == [3]
+    separate = Vocab.parse(["PAD_None", *tokens])  # its own pad id: a repeated EOS is still misplaced
+    assert walk([2, 3, 4, 5, 6, 1, 1, 0], separate).eos_misplaced == [5, 6]
+
+
 def test_walk_finds_positions_past_the_bar_and_missing_attributes():
     v = Vocab.parse(["PAD_None", "Bar_None", "TimeSig_3/4", *(f"Position_{i}" for i in range(32)), "Pitch_60",
                      "Velocity_64", "Duration_1.0.8"], resolution=8)

@@ -185,9 +185,12 @@ def _specials(ev: SequenceEvents, ids: np.ndarray, vocab: Vocab) -> tuple[np.nda
     ev.length = end
     ev.pads_inside = [int(i) for i in np.flatnonzero(is_pad[start:end]) + start]
     ev.out_of_range = [int(i) for i in np.flatnonzero((ids < 0) | (ids >= len(vocab)))]
-    if bos is not None:
+    # One id for pad and BOS or EOS (GPT-2's and parler-tts' convention: `pad_token_id = eos_token_id`):
+    # that id is padding wherever it stands outside the sequence, so its placement says nothing; an
+    # occurrence inside the sequence is already a pad inside.
+    if bos is not None and bos != pad:
         ev.bos_misplaced = [int(i) for i in np.flatnonzero(ids == bos) if i != start]
-    if eos is not None:
+    if eos is not None and eos != pad:
         at = np.flatnonzero(ids == eos)
         ev.eos_misplaced = [int(i) for i in at if i != end - 1] + ([int(i) for i in at[1:]] if at.size > 1 else [])
         ev.eos_misplaced = sorted(set(ev.eos_misplaced))
