@@ -15,6 +15,7 @@ __all__ = [
     "GradientMeasurement",
     "GroupRate",
     "UpdateMeasurement",
+    "GradRuleMeasurement",
     "CurveMeasurement",
     "SweepMeasurement",
 ]
@@ -144,3 +145,18 @@ class SweepMeasurement:
     probe_losses: list[float] = field(default_factory=list)
     probe_grad_norms: list[float] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class GradRuleMeasurement:
+    """The gradient the optimizer's first `step()` received, against the loss's own gradient of the same
+    batch at the same weights (two plain backward passes, to know how far two of them differ)."""
+
+    steps: int  # optimizer.step() calls during the pipeline's one update
+    params: int  # tensors compared (trainable, with a gradient on both sides)
+    loss_norm: float  # |∇loss|, float32, unscaled
+    step_norm: float  # |g| the optimizer stepped with
+    cosine: float  # cos(g, ∇loss)
+    floor: float  # cos(∇loss, ∇loss'): two backward passes of the same batch (dropout, sampling)
+    scale: float | None = None  # the GradScaler's scale at that step (None: no scaler)
+    error: str | None = None

@@ -13,6 +13,7 @@ from ...checks.optimisation.curves import (
     needs_refit,
     sweep_summary,
 )
+from ...checks.optimisation.grad_rule import judge_grad_rule
 from ...checks.optimisation.gradients import judge_gradients, judge_update
 from ...checks.optimisation.predictions import judge_predictions
 from ...checks.optimisation.rates import judge_rates, lost_at
@@ -26,6 +27,7 @@ from ...records.optimisation import (
 )
 from ..context import Context, Knob
 from ..doctor import PRIOR, SELF, Family, Step, judge, register
+from ..optimisation.grad_rule import measure_grad_rule
 from ..optimisation.gradients import measure_gradients
 from ..optimisation.lr_sweep import measure_lr_sweep
 from ..optimisation.overfit import measure_overfit, overfit_at
@@ -181,6 +183,8 @@ register(Family("optimisation", "Optimisation path: gradients, updates, stale pr
          judges=(judge(judge_gradients, SELF, PRIOR),), show=_show_gradients),
     Step("update", say="optimisation: parameter update", measure=measure_update,
          judges=(judge(judge_update, SELF, _trainable),), show=_show_update),
+    Step("grad_rule", say="optimisation: the stepped gradient against the loss's", measure=measure_grad_rule,
+         judges=(judge_grad_rule,)),
     Step("predictions", needs=("loader",), say="optimisation: stale predictions", measure=_predictions,
          judges=(judge_predictions,)),
     Step("lr_sweep", say="optimisation: learning-rate sweep", measure=measure_lr_sweep,

@@ -1,0 +1,71 @@
+"""The gradient the optimizer stepped with against the loss's own gradient (`GradRuleMeasurement`).
+
+Only what the two gradients show together is judged, against this pipeline's own numbers:
+- with a loss scale S, |g| · S at |∇loss| while |g| is S times too small: unscaled twice;
+- with a loss scale S, |g| S times too small and |g| · S at some other norm (the max_norm a user
+  writes, whatever |∇loss| is): clipped while still scaled, `clip_grad_norm_` before `scaler.unscale_`;
+- g turned away from ∇loss by more than two backward passes of the same batch differ: the update
+  is not the loss's gradient (an accumulation that averages micro-batch means of unequal token
+  counts, gradients of another batch, a partial backward): a warning, since a pipeline may mean it.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...findings import Finding
+from ...records.optimisation import GradRuleMeasurement
+from ..base import make
+
+__all__ = ["judge_grad_rule"]
+
+CHECK = "checks.grad_rule"
+TINY = 0.05  # |g| / |∇loss| below this is not clipping a user chose (that scales by max_norm / |∇loss|)
+TURNED = 0.15  # cosine the AMP rules allow to be lost beyond two plain backward passes' disagreement
+AWAY = 0.3  # cosine lost beyond that disagreement before the direction itself is a finding: a clean
+# update made of micro-batches that a pipeline processes apart (their own crops, caption dropout)
+# turns by up to ~0.1 (real-bug bed twins: 0.88-0.92 against 1.00)
+STEADY = 0.95  # the two plain backward passes agree at least this well: a cosine can be read
+
+
+def judge_grad_rule(m: GradRuleMeasurement | None) -> list[Finding]:
+    if m is None or m.error or not m.params:
+        return []
+    nums = (m.loss_norm, m.step_norm, m.cosine, m.floor)
+    if not all(math.isfinite(x) for x in nums) or m.loss_norm <= 0:
+        return []  # non-finite gradients are the numerics family's finding
+    ratio = m.step_norm / m.loss_norm
+    ev = dict(loss_grad_norm=m.loss_norm, step_grad_norm=m.step_norm, ratio=ratio, cosine=m.cosine,
+              two_backward_cosine=m.floor, scale=m.scale, tensors=m.params)
+    s = m.scale
+    if s and 0 < ratio < TINY and m.loss_norm < s and m.cosine >= m.floor - TURNED:
+        scaled = m.step_norm * s
+        # Unscaled twice gives back |∇loss| exactly (to within what two backward passes differ by);
+        # clipping while scaled gives the clipping norm, whatever |∇loss| is.
+        if abs(scaled / m.loss_norm - 1) <= 0.03 + (1 - m.floor):
+            return [make("amp.unscaled_twice", "error", "optimizer",
+                         f"the optimizer stepped with gradients of norm {m.step_norm:.3g}, {1 / ratio:.0f}× smaller "
+                         f"than the loss's gradient ({m.loss_norm:.3g}); times the loss scale ({s:.0f}) they are "
+                         f"{scaled:.3g}: divided by the scale twice", CHECK,
+                         hint="unscale once: `scaler.unscale_(optimizer)` before clipping, then `scaler.step` (which "
+                              "does not unscale again); a wrapper or a manual `/ scale` on top of it divides twice",
+                         **ev)]
+        if scaled > m.loss_norm / TINY:
+            return []  # |g| · scale is no clipping norm: a large gradient clipped after unscale_, as meant
+        return [make("amp.clip_before_unscale", "error", "optimizer",  # |g| · scale: the clipping norm
+                     f"the optimizer stepped with gradients of norm {m.step_norm:.3g} against the loss's gradient "
+                     f"of {m.loss_norm:.3g} ({1 / ratio:.0f}× smaller); times the loss scale ({s:.0f}) their "
+                     f"norm is {scaled:.3g}: they were clipped to {scaled:.3g} while still scaled, then unscaled",
+                     CHECK,
+                     hint="call `scaler.unscale_(optimizer)` before `clip_grad_norm_`: clipping scaled "
+                          "gradients clips at max_norm × scale and leaves every update 1/scale of what was meant",
+                     clip_norm=scaled, **ev)]
+    if m.floor >= STEADY and m.cosine < m.floor - AWAY and 0.2 <= ratio <= 5:
+        return [make("optim.grad_not_loss_grad", "warning", "optimizer",
+                     f"the gradient the optimizer stepped with points away from the loss's gradient of the same "
+                     f"batch: cosine {m.cosine:.2f}, where two plain backward passes agree at {m.floor:.2f}", CHECK,
+                     hint="the update is not d(loss)/d(weights): with gradient accumulation, weight each micro-batch "
+                          "by its share of the batch's tokens (sum the token losses, divide by the batch's token "
+                          "count once) rather than averaging per-micro-batch means; check that no backward of "
+                          "another batch or a stale .grad is added", **ev)]
+    return []

@@ -1,0 +1,90 @@
+"""The gradient the optimizer steps with, against the loss's gradient: one update as the pipeline
+does it (its scaler, clipping, unscaling, accumulation), the gradients caught at the optimizer's
+first `step()`, and the same batch's loss differentiated plainly twice from the same weights.
+
+What AMP, clipping and accumulation code does to the gradient shows here as a ratio and a cosine:
+clipping before `unscale_` leaves |g| · scale at the clipping norm; unscaling twice leaves
+|g| · scale at |∇loss|; a wrong accumulation normalisation turns g away from ∇loss.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ...pipeline import as_step_output
+from ...records.optimisation import GradRuleMeasurement
+from .._seed import seed_everything
+from ..context import Context
+from ._train import autocast_for, no_tap, update_step
+
+__all__ = ["measure_grad_rule"]
+
+
+def _flat(grads: dict[str, torch.Tensor], names: list[str]) -> torch.Tensor:
+    return torch.cat([grads[n].reshape(-1) for n in names])
+
+
+def _loss_grads(ctx: Context, scale: float | None) -> dict[str, torch.Tensor]:
+    """∇loss at the fresh weights, float32; scaled by `scale` during backward (as a GradScaler does,
+    so that fp16 gradients do not underflow) and unscaled after."""
+    p = ctx.pipeline
+    model = ctx.fresh_model()
+    model.train()
+    seed_everything(ctx.seed)
+    with autocast_for(model, getattr(p, "amp_dtype", None)):
+        out = as_step_output(p.step(model, ctx.batch(), no_tap))
+    ((out.loss.float() * scale) if scale else out.loss.float()).backward()
+    return {n: q.grad.detach().float() / (scale or 1.0) for n, q in model.named_parameters() if q.grad is not None}
+
+
+def measure_grad_rule(ctx: Context) -> GradRuleMeasurement | None:
+    p = ctx.pipeline
+    model = ctx.fresh_model()
+    optimizer = p.build_optimizer(model)
+    names = {id(q): n for n, q in model.named_parameters()}
+    caught: list[dict[str, torch.Tensor]] = []
+    scales: list[float] = []
+
+    def pre_step(opt: Any, args: Any, kwargs: Any) -> None:
+        if not caught:
+            caught.append({names[id(q)]: q.grad.detach().float().clone() for g in opt.param_groups
+                           for q in g["params"] if q.grad is not None and id(q) in names})
+        else:
+            caught.append({})
+
+    def grab(stage: str, value: object, /, **meta: object) -> object:
+        if stage == "amp.scale":
+            scales.append(float(value))  # type: ignore[arg-type]
+        return value
+
+    handle = optimizer.register_step_pre_hook(pre_step)
+    try:
+        seed_everything(ctx.seed)
+        update_step(p, model, optimizer, ctx.batch(), grab)
+    finally:
+        handle.remove()
+    if not caught:
+        return GradRuleMeasurement(0, 0, 0.0, 0.0, 0.0, 0.0, error="the update made no optimizer step")
+    scale = scales[0] if scales and scales[0] > 1 else None
+    if scale is None:
+        try:  # a scaler the pipeline names but whose scale was not tapped
+            scaler = getattr(p, "scaler", None)
+            got = float(scaler.get_scale()) if scaler is not None and scaler.is_enabled() else None
+        except Exception:  # no GradScaler-like object: no scale to read
+            got = None
+        scale = got if got and got > 1 else None
+    first, second = _loss_grads(ctx, scale), _loss_grads(ctx, scale)
+    common = sorted(n for n in caught[0] if n in first and n in second)
+    if not common:
+        return GradRuleMeasurement(len(caught), 0, 0.0, 0.0, 0.0, 0.0, scale=scale,
+                                   error="no trainable tensor has a gradient on both sides")
+    g, a, b = _flat(caught[0], common), _flat(first, common), _flat(second, common)
+
+    def cos(x: torch.Tensor, y: torch.Tensor) -> float:
+        d = float(x.norm() * y.norm())
+        return float(x @ y) / d if d > 0 else 0.0
+
+    return GradRuleMeasurement(steps=len(caught), params=len(common), loss_norm=float(a.norm()),
+                               step_norm=float(g.norm()), cosine=cos(g, a), floor=cos(a, b), scale=scale)

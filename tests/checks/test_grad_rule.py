@@ -1,0 +1,48 @@
+"""The stepped gradient against the loss's gradient (issue 41): each rule fires on the numbers its
+cause leaves, and stays silent on what clean updates look like (a user's clipping, an unscaled AMP
+step, micro-batches processed apart)."""
+
+import pytest
+
+from signalchain.checks.optimisation.grad_rule import judge_grad_rule
+from signalchain.records.optimisation import GradRuleMeasurement
+
+S = 65536.0
+
+
+def rule(loss_norm, step_norm, cosine=1.0, floor=1.0, scale=None):
+    return [(f.id, f.severity.value) for f in judge_grad_rule(
+        GradRuleMeasurement(steps=1, params=10, loss_norm=loss_norm, step_norm=step_norm, cosine=cosine, floor=floor,
+                            scale=scale))]
+
+
+@pytest.mark.parametrize("loss_norm", [0.3, 1.38, 7.0])
+def test_clipped_while_scaled_leaves_the_clip_norm_times_the_scale(loss_norm):
+    assert rule(loss_norm, 1.0 / S, scale=S) == [("amp.clip_before_unscale", "error")]
+
+
+def test_unscaled_twice_leaves_the_loss_norm_times_the_scale():
+    assert rule(1.38, 1.38 / S, scale=S) == [("amp.unscaled_twice", "error")]
+    assert rule(1.38, 1.38 / S * 1.05, cosine=0.97, floor=0.97, scale=S) == [("amp.unscaled_twice", "error")]
+
+
+@pytest.mark.parametrize("loss_norm,step_norm,scale", [
+    (1.38, 1.0, S),  # unscale_ then clip_grad_norm_(1.0): the fix
+    (1.38, 1.38, S),  # no clipping, unscaled once
+    (120.0, 1.0, S),  # a large gradient clipped after unscale_: ratio below TINY, but |g| · S is no clip norm
+    (1.38, 1.0, None),  # no scaler, clipped
+    (1.38, 1.38 / 8, None),  # loss divided by 8 accumulation steps, one micro-batch: same direction
+])
+def test_clean_updates_are_silent(loss_norm, step_norm, scale):
+    assert rule(loss_norm, step_norm, scale=scale) == []
+
+
+def test_a_gradient_turned_away_from_the_loss_is_a_warning_beyond_two_backward_passes():
+    assert rule(1.0, 0.4, cosine=0.31) == [("optim.grad_not_loss_grad", "warning")]
+    assert rule(1.0, 0.7, cosine=0.88) == []  # micro-batches processed apart: their own crops, dropout
+    assert rule(1.0, 0.7, cosine=0.31, floor=0.5) == []  # two backward passes disagree (dropout): unreadable
+
+
+def test_non_finite_or_missing_measurements_are_not_judged():
+    assert rule(float("nan"), 1.0) == [] and rule(0.0, 1.0) == [] and judge_grad_rule(None) == []
+    assert judge_grad_rule(GradRuleMeasurement(0, 0, 0.0, 0.0, 0.0, 0.0, error="no step")) == []
