@@ -13,7 +13,7 @@ STAMP  := $(VENV)/.signalchain-setup
 DEMO   ?= demo-out
 PYTHON ?= python3
 
-.PHONY: setup test demo docs screenshots bench lint clean
+.PHONY: setup test demo docs screenshots bench real-bugs lint clean
 
 setup: $(STAMP)
 
@@ -71,6 +71,12 @@ bench: setup
 	$(PY) benchmarks/bench_cli.py
 	$(PY) benchmarks/bench_numerics.py
 	$(PY) benchmarks/bench_doctor.py
+
+# The real-bug bed: bugs users reported publicly, reproduced in their idiom, each with its thread's fix
+# as a clean twin; prints the table (found / flagged / missed, twin, controls). Its fast subset runs
+# in `make test` (tests/test_real_bugs.py).
+real-bugs: setup
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(PY) benchmarks/real_bugs/run.py --workers 2 --json real-bugs.json
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks

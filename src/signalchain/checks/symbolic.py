@@ -26,7 +26,7 @@ from ._symbolic import batch_size, meta_list, notes_of, source_stage, symbolic_t
 from .base import make
 from .symbolic_hints import Tally, hint, onset_type, ts_text
 from .symbolic_info import judge_collapsed, judge_drums_transposed
-from .symbolic_structure import judge_empty, judge_structure
+from .symbolic_structure import judge_empty, judge_eos_in_loss, judge_structure
 
 __all__ = ["judge_round_trip", "SYMBOLIC_CHECKS", "MAJORITY"]
 
@@ -269,4 +269,5 @@ def _said(typ: str, count: int, judged: int, examples: list[dict[str, Any]], not
     return said
 
 
-SYMBOLIC_CHECKS = (judge_round_trip, judge_structure, judge_collapsed, judge_drums_transposed, judge_empty)
+SYMBOLIC_CHECKS = (judge_round_trip, judge_structure, judge_collapsed, judge_drums_transposed, judge_empty,
+                   judge_eos_in_loss)

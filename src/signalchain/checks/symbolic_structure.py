@@ -10,10 +10,11 @@ import numpy as np
 from ..findings import Finding
 from ..symbolic.vocab import NOTE_EVENT_TYPES, positions_per_bar, walk
 from ..trace import Trace
+from ..trace.layout import read_layout
 from ._symbolic import NOTES_STAGES, batch_size, meta_list, notes_of, symbolic_tokens
 from .base import make
 
-__all__ = ["judge_structure", "judge_empty"]
+__all__ = ["judge_structure", "judge_empty", "judge_eos_in_loss"]
 
 CHECK = "checks.symbolic"
 
@@ -62,7 +63,12 @@ def judge_structure(trace: Trace) -> list[Finding]:
     detail: dict[str, Any] = {}
     attrs = vocab.attributes()
     written = _attributes_written(tok.ids, vocab, attrs)
+    real = _real_positions(trace, tok.ids)
     for b, ids in enumerate(tok.ids):
+        if real is not None:
+            # Where the pipeline says a row is padding, the id there is padding whatever it is (a collator
+            # that pads with EOS while the tap names the tokenizer's PAD): judge the real positions only.
+            ids = ids[real[b]]
         ts = (4, 4)  # miditok's bar before any TimeSig token (and always, without them)
         ev = walk(ids, vocab, ts)
         missing = [m for m in ev.missing_attributes if m[0] < ev.length - len(attrs)  # a crop may cut the last note
@@ -95,6 +101,25 @@ def judge_structure(trace: Trace) -> list[Finding]:
                  hint=PROBLEMS[top][2], token_type=PROBLEMS[top][0], problem=top, problems=found,
                  counts={k: counts[k] for k in found}, examples={k: rows[k] for k in found}, detail=detail,
                  vocabulary=len(vocab), resolution=res)]
+
+
+def _real_positions(trace: Trace, ids: np.ndarray) -> np.ndarray | None:
+    """`mask.padding` [B, T] (True: a real position) when it is tapped with values in the ids' shape,
+    marks a row's real positions as one run (a right- or left-padded row), and keeps a position in
+    each row; else None."""
+    if "mask.padding" not in trace:
+        return None
+    try:
+        m = np.asarray(trace.value("mask.padding")).astype(bool)
+    except Exception:  # tapped without values, or not an array
+        return None
+    if m.shape != ids.shape or not m.any(axis=1).all():
+        return None
+    for row in m:
+        at = np.flatnonzero(row)
+        if at[-1] - at[0] + 1 != at.size:
+            return None  # holes inside a row: not a padding mask this check can read
+    return m
 
 
 def _program_at(ids: np.ndarray, vocab: Any, i: int) -> str | None:
@@ -161,3 +186,45 @@ def judge_empty(trace: Trace) -> list[Finding]:
             "compare the example's notes with its tokens")
     return [make("symbolic.empty", "error", stage, f"{len(rows)} of {n} examples hold {where}: examples {rows[:8]}",
                  CHECK, hint=hint, examples=rows, by_stage=visible, files=[files[i] for i in rows[:8]])]
+
+
+def _rows_with_eos(ids: np.ndarray, real: np.ndarray | None, pad: int | None, eos: int) -> int:
+    """Rows whose sequence holds its EOS: among its real positions (`mask.padding`), else among the
+    non-pad ids, else (pad = EOS, no mask) where a trailing run of that id follows the sequence."""
+    if real is not None:
+        return int(sum(bool((row[m] == eos).any()) for row, m in zip(ids, real)))
+    if pad is None or pad != eos:
+        return int(sum(bool((row[row != pad] == eos).any()) for row in ids))
+    return int(sum(1 for row in ids if row.size > 1 and row[-1] == eos and (row != eos).any()))
+
+
+def judge_eos_in_loss(trace: Trace) -> list[Finding]:
+    """The sequences hold their EOS, and the loss must count it somewhere: a model never trained to
+    emit EOS never stops. The classic way to lose it: `pad_token_id = eos_token_id` with labels
+    masked by value (`labels[labels == pad] = -100`), which masks every real EOS with the padding."""
+    tok = symbolic_tokens(trace)
+    if tok is None or tok.vocab is None or tok.ids.ndim != 2 or tok.vocab.eos_id is None:
+        return []
+    eos, pad = int(tok.vocab.eos_id), tok.vocab.pad_id
+    rows = _rows_with_eos(tok.ids, _real_positions(trace, tok.ids), pad, eos)
+    if rows < 2:
+        return []  # windows cut before the end, or one sequence: nothing to count on
+    view = read_layout(trace)
+    if view.targets is None:
+        return []
+    counted = view.targets[view.mask] if view.mask is not None else view.targets[~view.ignored]
+    kept = int((counted == eos).sum())
+    if kept:
+        return []
+    same = pad is not None and int(pad) == eos
+    return [make("targets.eos_masked", "error", "targets",
+                 f"{rows} of {tok.ids.shape[0]} sequences end with EOS (id {eos}) but none of the {counted.size} "
+                 f"targets the loss counts is EOS: the model is never trained to stop"
+                 + (" (the pad id is the EOS id)" if same else ""), CHECK,
+                 hint=("labels masked by value (`labels[labels == pad_token_id] = -100`) mask every EOS when pad "
+                       "and EOS share an id: mask padding by position (the attention mask or the lengths), or give "
+                       "padding its own id" if same else
+                       "the EOS targets are masked or cut: keep the target that predicts each sequence's EOS in "
+                       "the loss"),
+                 eos_id=eos, pad_id=pad, sequences_with_eos=rows, eos_targets_counted=kept,
+                 targets_counted=int(counted.size))]
