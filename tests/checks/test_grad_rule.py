@@ -46,3 +46,40 @@ def test_a_gradient_turned_away_from_the_loss_is_a_warning_beyond_two_backward_p
 def test_non_finite_or_missing_measurements_are_not_judged():
     assert rule(float("nan"), 1.0) == [] and rule(0.0, 1.0) == [] and judge_grad_rule(None) == []
     assert judge_grad_rule(GradRuleMeasurement(0, 0, 0.0, 0.0, 0.0, 0.0, error="no step")) == []
+
+
+def _modes(train_mode, dropout):
+    m = GradRuleMeasurement(steps=1, params=10, loss_norm=1.0, step_norm=1.0, cosine=1.0, floor=1.0,
+                            train_mode=train_mode, dropout=dropout)
+    from signalchain.checks.optimisation.grad_rule import judge_train_mode
+    return [(f.id, f.severity.value) for f in judge_train_mode(m)]
+
+
+def test_an_update_in_eval_mode_with_dropout_configured_is_a_warning():
+    assert _modes([False], {"blocks.0.drop": 0.1}) == [("model.eval_mode_training", "warning")]
+    assert _modes([False, False], {"config.attention_dropout": 0.1}) == [("model.eval_mode_training", "warning")]
+
+
+def test_train_mode_or_no_dropout_is_silent():
+    assert _modes([True], {"blocks.0.drop": 0.1}) == []
+    assert _modes([False, True], {"blocks.0.drop": 0.1}) == []  # some forward in train mode: eval on purpose
+    assert _modes([False], {}) == []  # nothing train-only to lose
+    assert _modes([], {"blocks.0.drop": 0.1}) == []  # no forward seen
+
+
+def test_configured_dropout_reads_modules_and_hugging_face_configs():
+    import torch
+
+    from signalchain.experiments.optimisation.grad_rule import configured_dropout
+
+    class Cfg:
+        def __init__(self, **kw):
+            self.__dict__.update(kw)
+
+        def to_dict(self):
+            return dict(self.__dict__)
+
+    net = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.2), torch.nn.Dropout(0.0))
+    assert configured_dropout(net) == {"1": 0.2}
+    net.config = Cfg(dropout=0.0, decoder=Cfg(attention_dropout=0.1, layerdrop=0.0))
+    assert configured_dropout(net) == {"1": 0.2, "config.decoder.attention_dropout": 0.1}

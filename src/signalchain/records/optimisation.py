@@ -160,3 +160,5 @@ class GradRuleMeasurement:
     floor: float  # cos(∇loss, ∇loss'): two backward passes of the same batch (dropout, sampling)
     scale: float | None = None  # the GradScaler's scale at that step (None: no scaler)
     error: str | None = None
+    train_mode: list[bool] = field(default_factory=list)  # model.training at each forward of the update
+    dropout: dict[str, float] = field(default_factory=dict)  # dropout the model is configured with: where -> p

@@ -17,7 +17,7 @@ from ...findings import Finding
 from ...records.optimisation import GradRuleMeasurement
 from ..base import make
 
-__all__ = ["judge_grad_rule"]
+__all__ = ["judge_grad_rule", "judge_train_mode"]
 
 CHECK = "checks.grad_rule"
 TINY = 0.05  # |g| / |∇loss| below this is not clipping a user chose (that scales by max_norm / |∇loss|)
@@ -69,3 +69,19 @@ def judge_grad_rule(m: GradRuleMeasurement | None) -> list[Finding]:
                           "count once) rather than averaging per-micro-batch means; check that no backward of "
                           "another batch or a stale .grad is added", **ev)]
     return []
+
+
+def judge_train_mode(m: GradRuleMeasurement | None) -> list[Finding]:
+    """The pipeline's own update ran every forward with the model in eval mode while the model is
+    configured to drop out: dropout (and any train-only behaviour) is off in training. The classic
+    way: an evaluation or a checkpoint check calls `model.eval()` and nothing calls `model.train()`."""
+    if m is None or not m.train_mode or any(m.train_mode) or not m.dropout:
+        return []
+    where = sorted(m.dropout.items(), key=lambda kv: -kv[1])
+    shown = ", ".join(f"{k} p={v:g}" for k, v in where[:3]) + (f" (+{len(where) - 3} more)" if len(where) > 3 else "")
+    return [make("model.eval_mode_training", "warning", "logits",
+                 f"the model ran in eval mode in all {len(m.train_mode)} forward passes of a training update, while "
+                 f"it is configured to drop out ({shown}): dropout is off in every update", CHECK,
+                 hint="call `model.train()` at the start of each training step (an evaluation or checkpoint check "
+                      "called `model.eval()` and nothing switched back); set the dropout to 0 instead if no dropout "
+                      "is meant", forwards=len(m.train_mode), dropout=dict(where[:20]))]

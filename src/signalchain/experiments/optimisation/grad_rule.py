@@ -19,7 +19,26 @@ from .._seed import seed_everything
 from ..context import Context
 from ._train import autocast_for, no_tap, update_step
 
-__all__ = ["measure_grad_rule"]
+__all__ = ["measure_grad_rule", "configured_dropout"]
+
+
+def configured_dropout(model: torch.nn.Module) -> dict[str, float]:
+    """Where the model is configured to drop out, and with what p: dropout modules with p > 0, and the
+    `*dropout*` fields of a Hugging Face config (its models call the functional dropout)."""
+    out: dict[str, float] = {}
+    for name, m in model.named_modules():
+        p = getattr(m, "p", None)
+        if "Dropout" in type(m).__name__ and isinstance(p, (int, float)) and p > 0:
+            out[name or "model"] = float(p)
+    config = getattr(model, "config", None)
+    todo: list[tuple[str, Any]] = []
+    if config is not None and hasattr(config, "to_dict"):  # a Hugging Face config, and its sub-configs
+        todo = [("config", config)] + [(f"config.{k}", v) for k, v in vars(config).items() if hasattr(v, "to_dict")]
+    for where, c in todo:
+        for k, v in vars(c).items():
+            if "dropout" in k and isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+                out[f"{where}.{k}"] = float(v)
+    return out
 
 
 def _flat(grads: dict[str, torch.Tensor], names: list[str]) -> torch.Tensor:
@@ -59,14 +78,19 @@ def measure_grad_rule(ctx: Context) -> GradRuleMeasurement | None:
             scales.append(float(value))  # type: ignore[arg-type]
         return value
 
+    modes: list[bool] = []
     handle = optimizer.register_step_pre_hook(pre_step)
+    forward = model.register_forward_pre_hook(lambda module, args: modes.append(bool(module.training)))
     try:
         seed_everything(ctx.seed)
         update_step(p, model, optimizer, ctx.batch(), grab)
     finally:
         handle.remove()
+        forward.remove()
+    dropout = configured_dropout(model)
     if not caught:
-        return GradRuleMeasurement(0, 0, 0.0, 0.0, 0.0, 0.0, error="the update made no optimizer step")
+        return GradRuleMeasurement(0, 0, 0.0, 0.0, 0.0, 0.0, error="the update made no optimizer step",
+                                   train_mode=modes, dropout=dropout)
     scale = scales[0] if scales and scales[0] > 1 else None
     if scale is None:
         try:  # a scaler the pipeline names but whose scale was not tapped
@@ -78,8 +102,8 @@ def measure_grad_rule(ctx: Context) -> GradRuleMeasurement | None:
     first, second = _loss_grads(ctx, scale), _loss_grads(ctx, scale)
     common = sorted(n for n in caught[0] if n in first and n in second)
     if not common:
-        return GradRuleMeasurement(len(caught), 0, 0.0, 0.0, 0.0, 0.0, scale=scale,
-                                   error="no trainable tensor has a gradient on both sides")
+        return GradRuleMeasurement(len(caught), 0, 0.0, 0.0, 0.0, 0.0, scale=scale, train_mode=modes,
+                                   dropout=dropout, error="no trainable tensor has a gradient on both sides")
     g, a, b = _flat(caught[0], common), _flat(first, common), _flat(second, common)
 
     def cos(x: torch.Tensor, y: torch.Tensor) -> float:
@@ -87,4 +111,5 @@ def measure_grad_rule(ctx: Context) -> GradRuleMeasurement | None:
         return float(x @ y) / d if d > 0 else 0.0
 
     return GradRuleMeasurement(steps=len(caught), params=len(common), loss_norm=float(a.norm()),
-                               step_norm=float(g.norm()), cosine=cos(g, a), floor=cos(a, b), scale=scale)
+                               step_norm=float(g.norm()), cosine=cos(g, a), floor=cos(a, b), scale=scale,
+                               train_mode=modes, dropout=dropout)
