@@ -308,3 +308,27 @@ def test_the_plain_and_symbolic_loops_of_docs_taps_are_silent(seed):
                        ("targets", targets, meta), ("mask.loss", targets != -100),
                        ("logits", np.zeros((4, 30, 40), np.float32)))
         assert _all(t) == [] and [f for f in DATA_CHECKS[-1](t)] == []
+
+
+def test_a_padding_mask_built_from_the_padded_length_is_named_at_mask_padding():
+    """Issue 41 (WhisperSpeech#19's bug): 8 clips cropped to 32 000 samples, the last one 19 200 long, at 320
+    samples per frame; a mask marking all 100 frames of it real counts 40 padded frames; one marking 60 is right."""
+    b, frames, hop = 8, 100, 320
+    lengths = [32000] * (b - 1) + [19200]
+    audio = np.zeros((b, 1, frames * hop), np.float32)
+    for i, n in enumerate(lengths):
+        audio[i, 0, :n] = 0.1
+    right = np.ones((b, frames), bool)
+    right[-1, 60:] = False
+
+    def judged(padding):
+        t = make_trace(("audio.cropped", audio, {"sample_rate": 32000, "lengths": lengths}),
+                       ("mask.padding", padding))
+        from signalchain.checks.data import _padding_against_lengths
+        return [(f.id, f.severity.value, f.stage) for f in _padding_against_lengths(t, padding)]
+
+    assert judged(np.ones((b, frames), bool)) == [("mask.padding_trained", "error", "mask.padding")]
+    assert judged(right) == []
+    one_more = right.copy()
+    one_more[-1, 60] = True  # a codec's last partial frame: within one frame is not padding trained
+    assert judged(one_more) == []

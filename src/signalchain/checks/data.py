@@ -178,6 +178,7 @@ def judge_masks(trace: Trace) -> list[Finding]:
                         hint="nearly nothing reaches the loss; compare the mask with the "
                              f"{in_words(trace, 'clips', 'sequences')}' valid lengths",
                         valid=valid, total=total, per_codebook=per_k.tolist(), padding_valid_fraction=pad_frac))
+    out += _padding_against_lengths(trace, padding)
     pad = view.padding_in_target_time
     if pad is not None:
         trained = int((mask & ~pad).sum())
@@ -192,6 +193,38 @@ def judge_masks(trace: Trace) -> list[Finding]:
                                  + in_words(trace, "silence", "PAD ids where a piece goes on"), positions=trained,
                             layout=view.describe()))
     return out
+
+
+def _padding_against_lengths(trace: Trace, padding: np.ndarray | None) -> list[Finding]:
+    """`mask.padding` against the clips' own lengths (`lengths=` on `audio.cropped`): a frame past a
+    clip's last sample is padding whatever the mask says. A mask built from the padded length marks
+    every frame real, and the loss then trains on the zeros after each short clip."""
+    rec = trace.get("audio.cropped")
+    if padding is None or rec is None or padding.ndim != 2 or not rec.shape:
+        return []
+    lengths = rec.meta.get("lengths")
+    try:
+        lengths = np.asarray(lengths, dtype=np.int64).reshape(-1)
+    except (TypeError, ValueError):
+        return []
+    samples, frames = int(rec.shape[-1]), int(padding.shape[-1])
+    if lengths.size != padding.shape[0] or frames < 4 or samples < frames or (lengths > samples).any():
+        return []
+    hop = samples / frames
+    real = np.ceil(lengths / hop).astype(np.int64)
+    marked = padding.astype(bool).sum(axis=1)
+    over = [i for i in range(len(real)) if marked[i] >= real[i] + 2 and real[i] < frames]
+    if not over:
+        return []
+    i = over[0]
+    extra = int(sum(int(marked[j] - real[j]) for j in over))
+    return [make("mask.padding_trained", "error", "mask.padding",
+                 f"the padding mask marks {int(marked[i])} of {frames} frames of example {i} real, but its clip holds "
+                 f"{int(lengths[i])} samples = {int(real[i])} frames at {hop:.0f} samples per frame: {extra} padded "
+                 f"frames over {len(over)} examples counted as real", CHECK,
+                 hint="build the padding mask from each clip's own length before padding (frames = ceil(length / "
+                      "hop)), not from the padded tensor's length", examples=over[:20], marked=marked.tolist(),
+                 expected=real.tolist(), hop=hop)]
 
 
 def judge_targets(trace: Trace) -> list[Finding]:

@@ -12,7 +12,8 @@ PRESETS = ("economy", "business", "full")
 #: named anyway; the doctor says which of them it could not run.
 SYMPTOMS: dict[str, tuple[str, ...]] = {
     "flat-loss": ("data", "optimisation", "precision"),  # a scaler skipping every step is a flat loss
-    "unstable": ("optimisation", "numerics", "precision"),
+    # padding trained as targets (zero-padded short clips, no mask) makes the loss jump (issue 41)
+    "unstable": ("optimisation", "numerics", "precision", "data"),
     "nan": ("numerics", "precision", "audio", "data"),  # an empty loss mask makes a mean of nothing
     "silent": ("audio", "data", "output"),
     "repetitive": ("generation", "data"),
