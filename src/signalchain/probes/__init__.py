@@ -4,6 +4,7 @@ Probes watch a step they do not own: `NonFiniteWatch` (the first non-finite op),
 (each tapped value's finiteness), `GraphWatch` (graph breaks), `HostReads` (host synchronisations),
 `OpRecorder` (a step's ops, optionally upcast to float32), `StepProbe` (one update's loss, grad
 norm and gradient finiteness), `StepGrads` (the parameters holding a gradient when `step()` runs),
+`FirstStepGrads` (the gradients at the first `step()`, and the model's train mode at each forward),
 `StepCalls` (the optimizer steps taken), `StepRates` (each group's rate at each step, and what the
 update did against float resolution and the gradient scale), `EmbeddingInputs` (the ids entering every embedding),
 `ModuleCalls` (every module's forward calls), `GradArrivals` (the gradients reaching one autograd

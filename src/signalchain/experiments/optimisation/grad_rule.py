@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from ...pipeline import as_step_output
+from ...probes.first_step_grads import FirstStepGrads
 from ...records.optimisation import GradRuleMeasurement
 from .._seed import seed_everything
 from ..context import Context
@@ -62,33 +63,19 @@ def measure_grad_rule(ctx: Context) -> GradRuleMeasurement | None:
     p = ctx.pipeline
     model = ctx.fresh_model()
     optimizer = p.build_optimizer(model)
-    names = {id(q): n for n, q in model.named_parameters()}
-    caught: list[dict[str, torch.Tensor]] = []
     scales: list[float] = []
-
-    def pre_step(opt: Any, args: Any, kwargs: Any) -> None:
-        if not caught:
-            caught.append({names[id(q)]: q.grad.detach().float().clone() for g in opt.param_groups
-                           for q in g["params"] if q.grad is not None and id(q) in names})
-        else:
-            caught.append({})
 
     def grab(stage: str, value: object, /, **meta: object) -> object:
         if stage == "amp.scale":
             scales.append(float(value))  # type: ignore[arg-type]
         return value
 
-    modes: list[bool] = []
-    handle = optimizer.register_step_pre_hook(pre_step)
-    forward = model.register_forward_pre_hook(lambda module, args: modes.append(bool(module.training)))
-    try:
+    with FirstStepGrads(model, optimizer).attached_to() as probe:
         seed_everything(ctx.seed)
         update_step(p, model, optimizer, ctx.batch(), grab)
-    finally:
-        handle.remove()
-        forward.remove()
+    modes = probe.train_mode
     dropout = configured_dropout(model)
-    if not caught:
+    if not probe.steps:
         return GradRuleMeasurement(0, 0, 0.0, 0.0, 0.0, 0.0, error="the update made no optimizer step",
                                    train_mode=modes, dropout=dropout)
     scale = scales[0] if scales and scales[0] > 1 else None
@@ -100,16 +87,16 @@ def measure_grad_rule(ctx: Context) -> GradRuleMeasurement | None:
             got = None
         scale = got if got and got > 1 else None
     first, second = _loss_grads(ctx, scale), _loss_grads(ctx, scale)
-    common = sorted(n for n in caught[0] if n in first and n in second)
+    common = sorted(n for n in probe.grads if n in first and n in second)
     if not common:
-        return GradRuleMeasurement(len(caught), 0, 0.0, 0.0, 0.0, 0.0, scale=scale, train_mode=modes,
+        return GradRuleMeasurement(probe.steps, 0, 0.0, 0.0, 0.0, 0.0, scale=scale, train_mode=modes,
                                    dropout=dropout, error="no trainable tensor has a gradient on both sides")
-    g, a, b = _flat(caught[0], common), _flat(first, common), _flat(second, common)
+    g, a, b = _flat(probe.grads, common), _flat(first, common), _flat(second, common)
 
     def cos(x: torch.Tensor, y: torch.Tensor) -> float:
         d = float(x.norm() * y.norm())
         return float(x @ y) / d if d > 0 else 0.0
 
-    return GradRuleMeasurement(steps=len(caught), params=len(common), loss_norm=float(a.norm()),
+    return GradRuleMeasurement(steps=probe.steps, params=len(common), loss_norm=float(a.norm()),
                                step_norm=float(g.norm()), cosine=cos(g, a), floor=cos(a, b), scale=scale,
                                train_mode=modes, dropout=dropout)
