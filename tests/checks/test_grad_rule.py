@@ -83,3 +83,25 @@ def test_configured_dropout_reads_modules_and_hugging_face_configs():
     assert configured_dropout(net) == {"1": 0.2}
     net.config = Cfg(dropout=0.0, decoder=Cfg(attention_dropout=0.1, layerdrop=0.0))
     assert configured_dropout(net) == {"1": 0.2, "config.decoder.attention_dropout": 0.1}
+
+
+def _rec(**kw):
+    return GradRuleMeasurement(steps=kw.pop("steps", 1), params=10, loss_norm=1.0, step_norm=1.0, cosine=1.0,
+                               floor=1.0, **kw)
+
+
+def test_a_step_holding_the_marker_is_a_gradient_never_zeroed():
+    from signalchain.checks.optimisation.grad_rule import judge_zeroing
+    assert [f.id for f in judge_zeroing(_rec(carry=(0.7, 12)))] == ["optim.grad_not_zeroed"]
+    assert [f.id for f in judge_zeroing(_rec(carry=(0.25, 12)))] == ["optim.grad_not_zeroed"]
+    for clean in ((0.004, 12), (-0.01, 12), (float("nan"), 3)):
+        assert judge_zeroing(_rec(carry=clean)) == []
+    assert judge_zeroing(_rec()) == [] and judge_zeroing(None) == []  # nothing left behind: not measured
+
+
+def test_more_scheduler_steps_than_optimizer_steps_is_a_schedule_too_fast():
+    from signalchain.checks.optimisation.grad_rule import judge_schedule_steps
+    assert [f.id for f in judge_schedule_steps(_rec(scheduler_steps=8))] == ["optim.schedule_too_fast"]
+    assert judge_schedule_steps(_rec(scheduler_steps=1)) == []  # once per update
+    assert judge_schedule_steps(_rec(scheduler_steps=0)) == []  # per epoch, or none
+    assert judge_schedule_steps(_rec(steps=2, scheduler_steps=2)) == []

@@ -162,3 +162,7 @@ class GradRuleMeasurement:
     error: str | None = None
     train_mode: list[bool] = field(default_factory=list)  # model.training at each forward of the update
     dropout: dict[str, float] = field(default_factory=dict)  # dropout the model is configured with: where -> p
+    # A second update after the first's leftover .grad was swapped for a marker of its norm: the share
+    # of the second step's gradient norm along the marker, and the tensors marked; None: nothing left.
+    carry: tuple[float, int] | None = None
+    scheduler_steps: int = 0  # LRScheduler.step() calls during the first update (constructors' not counted)

@@ -17,7 +17,7 @@ from ...findings import Finding
 from ...records.optimisation import GradRuleMeasurement
 from ..base import make
 
-__all__ = ["judge_grad_rule", "judge_train_mode"]
+__all__ = ["judge_grad_rule", "judge_train_mode", "judge_zeroing", "judge_schedule_steps"]
 
 CHECK = "checks.grad_rule"
 TINY = 0.05  # |g| / |∇loss| below this is not clipping a user chose (that scales by max_norm / |∇loss|)
@@ -26,6 +26,11 @@ AWAY = 0.3  # cosine lost beyond that disagreement before the direction itself i
 # update made of micro-batches that a pipeline processes apart (their own crops, caption dropout)
 # turns by up to ~0.1 (real-bug bed twins: 0.88-0.92 against 1.00)
 STEADY = 0.95  # the two plain backward passes agree at least this well: a cosine can be read
+#: Share of the second step's gradient norm along the marker that replaced the first update's leftover
+#: .grad. Random noise is orthogonal to any batch's gradient: a step that zeroed holds ~1/√(values)
+#: of it (0.00-0.01 at this project's smallest models); one that did not holds |marker| / |marker +
+#: ∇loss| (~0.7 when the two norms are alike, still > 0.2 at a gradient 5x the leftover's).
+CARRIED = 0.2
 
 
 def judge_grad_rule(m: GradRuleMeasurement | None) -> list[Finding]:
@@ -85,3 +90,36 @@ def judge_train_mode(m: GradRuleMeasurement | None) -> list[Finding]:
                  hint="call `model.train()` at the start of each training step (an evaluation or checkpoint check "
                       "called `model.eval()` and nothing switched back); set the dropout to 0 instead if no dropout "
                       "is meant", forwards=len(m.train_mode), dropout=dict(where[:20]))]
+
+
+def judge_zeroing(m: GradRuleMeasurement | None) -> list[Finding]:
+    """The second update's step still held the previous update's gradient: `.grad` is never zeroed
+    between updates, so every update follows the running sum of all gradients so far."""
+    if m is None or m.carry is None:
+        return []
+    share, tensors = m.carry
+    if not math.isfinite(share) or share < CARRIED:
+        return []
+    return [make("optim.grad_not_zeroed", "error", "optimizer",
+                 f"the gradient the optimizer stepped with at the second update still held the first update's: "
+                 f"the leftover .grad (swapped for a marker of its norm in {tensors} tensors) makes up "
+                 f"{share:.0%} of the second step's gradient norm, where a zeroed .grad leaves ~0%", CHECK,
+                 hint="call `optimizer.zero_grad()` once per update (before `loss.backward()` or after "
+                      "`optimizer.step()`): without it .grad sums every batch since the start and each update "
+                      "follows that sum", carried_share=share, tensors=tensors)]
+
+
+def judge_schedule_steps(m: GradRuleMeasurement | None) -> list[Finding]:
+    """An LR scheduler stepped more often than the optimizer in one update: the schedule runs k times
+    faster than the updates (its warm-up and decay in micro-batches, not optimizer steps)."""
+    if m is None or m.error or m.steps < 1 or m.scheduler_steps <= m.steps:
+        return []
+    k = m.scheduler_steps / m.steps
+    return [make("optim.schedule_too_fast", "warning", "optimizer",
+                 f"one update stepped the LR scheduler {m.scheduler_steps} times and the optimizer {m.steps}: the "
+                 f"schedule advances {k:g}x per update, so its warm-up and decay end {k:g}x sooner than "
+                 f"counted in updates", CHECK,
+                 hint="step the scheduler only after an optimizer update (`if (i + 1) % accumulation == 0`, "
+                      "`if accelerator.sync_gradients`); if the schedule was sized in micro-batches on purpose "
+                      "(num_training_steps = batches x epochs), this is as meant",
+                 scheduler_steps=m.scheduler_steps, optimizer_steps=m.steps)]

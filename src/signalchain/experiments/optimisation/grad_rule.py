@@ -59,6 +59,24 @@ def _loss_grads(ctx: Context, scale: float | None) -> dict[str, torch.Tensor]:
     return {n: q.grad.detach().float() / (scale or 1.0) for n, q in model.named_parameters() if q.grad is not None}
 
 
+def _mark_leftovers(optimizer: torch.optim.Optimizer, names: dict[int, str]) -> dict[str, torch.Tensor]:
+    """Replace every non-zero `.grad` the update left behind by random noise of the same norm (a
+    marker no batch's gradient resembles) and return the markers by name. Nothing is left behind
+    by a pipeline that zeroes at the end of its update: then there is nothing to follow."""
+    gen = torch.Generator().manual_seed(0)
+    marks: dict[str, torch.Tensor] = {}
+    for group in optimizer.param_groups:
+        for q in group["params"]:
+            if q.grad is None or id(q) not in names or not bool((q.grad != 0).any()):
+                continue
+            noise = torch.randn(q.grad.shape, generator=gen).to(q.grad.device, torch.float32)
+            noise *= q.grad.detach().float().norm() / noise.norm().clamp_min(1e-30)
+            with torch.no_grad():
+                q.grad.copy_(noise.to(q.grad.dtype))
+            marks[names[id(q)]] = noise
+    return marks
+
+
 def measure_grad_rule(ctx: Context) -> GradRuleMeasurement | None:
     p = ctx.pipeline
     model = ctx.fresh_model()
@@ -74,6 +92,17 @@ def measure_grad_rule(ctx: Context) -> GradRuleMeasurement | None:
         seed_everything(ctx.seed)
         update_step(p, model, optimizer, ctx.batch(), grab)
     modes = probe.train_mode
+    # A second update: the .grad the first left behind is swapped for a marker of the same norm; a
+    # step that still holds the marker never zeroed it (each update then follows the running sum).
+    marks = _mark_leftovers(optimizer, {id(q): n for n, q in model.named_parameters()})
+    again = None
+    if marks:
+        try:
+            with FirstStepGrads(model, optimizer).attached_to() as again:
+                seed_everything(ctx.seed)
+                update_step(p, model, optimizer, ctx.batch(), no_tap)
+        except Exception:  # a pipeline whose update cannot run twice: only the first is judged
+            again = None
     dropout = configured_dropout(model)
     if not probe.steps:
         return GradRuleMeasurement(0, 0, 0.0, 0.0, 0.0, 0.0, error="the update made no optimizer step",
@@ -97,6 +126,13 @@ def measure_grad_rule(ctx: Context) -> GradRuleMeasurement | None:
         d = float(x.norm() * y.norm())
         return float(x @ y) / d if d > 0 else 0.0
 
+    carry: tuple[float, int] | None = None
+    if again is not None and again.steps:
+        held = sorted(n for n in marks if n in again.grads)
+        if held:
+            r, g2 = _flat(marks, held), _flat(again.grads, held)
+            along = float(g2 @ r) / float(r @ r)  # the marker's coefficient in the second step's gradient
+            carry = (along * float(r.norm()) / max(float(g2.norm()), 1e-30), len(held))
     return GradRuleMeasurement(steps=probe.steps, params=len(common), loss_norm=float(a.norm()),
                                step_norm=float(g.norm()), cosine=cos(g, a), floor=cos(a, b), scale=scale,
-                               train_mode=modes, dropout=dropout)
+                               train_mode=modes, dropout=dropout, carry=carry, scheduler_steps=probe.scheduler_steps)

@@ -1,0 +1,68 @@
+"""The zeroing and scheduler rules on a second convention (issue 41): a hand-written HF MusicGen
+fine-tuning loop (tests/integrations/hf_user_pipeline.py), not the real-bug bed's own-loop
+reproductions they were first proven on. Each bug is written here in that pipeline's idiom, beside
+its clean twin."""
+
+import sys
+from pathlib import Path
+
+import torch
+
+from signalchain.checks.optimisation.grad_rule import judge_schedule_steps, judge_zeroing
+from signalchain.experiments.context import BUDGETS, Context
+from signalchain.experiments.optimisation.grad_rule import measure_grad_rule
+from signalchain.pipeline import ProtocolView
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integrations"))
+from hf_user_pipeline import HFUserPipeline  # noqa: E402
+
+
+class ZeroAtStart(HFUserPipeline):
+    """Clean: zero_grad before backward (the wekws fix), .grad left full after each update."""
+
+    zero = True
+    accumulation = 1
+
+    def train_step(self, model, optimizer, batch, tap=lambda s, v, /, **m: v):
+        model.train()
+        if self.zero:
+            optimizer.zero_grad()
+        out = self.step(model, batch, tap)
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
+        sched = self._sched.get(id(optimizer)) or self._sched.setdefault(
+            id(optimizer), torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0))
+        optimizer.step()
+        for _ in range(self.accumulation):  # the bug: once per micro-batch
+            sched.step()
+        return out
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self._sched = {}
+
+
+class NoZeroGrad(ZeroAtStart):
+    zero = False
+
+
+class SchedulerPerMicroBatch(ZeroAtStart):
+    accumulation = 4
+
+
+def _measure(pipeline):
+    return measure_grad_rule(Context(ProtocolView(pipeline), seed=0, budget=BUDGETS["economy"]))
+
+
+def test_a_gradient_never_zeroed_is_named_and_its_fix_is_silent():
+    bug, fixed = _measure(NoZeroGrad()), _measure(ZeroAtStart())
+    assert [f.id for f in judge_zeroing(bug)] == ["optim.grad_not_zeroed"]
+    assert bug.carry[0] > 0.5  # the marker is most of the second step's gradient
+    assert judge_zeroing(fixed) == [] and fixed.carry is not None and abs(fixed.carry[0]) < 0.05
+    assert judge_schedule_steps(fixed) == [] and fixed.scheduler_steps == fixed.steps == 1
+
+
+def test_a_scheduler_stepped_per_micro_batch_is_named():
+    m = _measure(SchedulerPerMicroBatch())
+    assert (m.scheduler_steps, m.steps) == (4, 1)
+    assert [f.id for f in judge_schedule_steps(m)] == ["optim.schedule_too_fast"]
