@@ -55,3 +55,21 @@ def test_every_batch_holding_the_same_examples_warns():
 def test_the_same_batch_again_is_an_error():
     again = [{"batch": "x", "examples": ["a", "b"]} for _ in range(3)]
     assert ids(judge_loader({"batches": again, "revisits": [], "train_size": 10})) == [("loader.repeats", "error")]
+
+
+def _same(pattern):
+    return [{"batch": b, "examples": []} for b in pattern]
+
+
+def test_identical_batches_in_runs_of_the_worker_count_name_worker_seeding():
+    for pattern, k in ((["a", "a", "b", "b"], 2), (["a", "a", "a", "b", "b", "b", "c"], 3)):
+        f = judge_loader({"batches": _same(pattern), "revisits": []})
+        assert ids(f) == [("loader.repeats", "error")] and f[0].evidence["period"] == k
+        assert "worker_init_fn" in f[0].hint and f"runs of {k}" in f[0].message
+
+
+def test_one_batch_over_and_over_is_a_re_created_iterator():
+    for pattern in (["a"] * 4, ["a", "b", "b", "c"], ["a", "a", "b", "c"]):
+        f = judge_loader({"batches": _same(pattern), "revisits": []})
+        assert ids(f) == [("loader.repeats", "error")] and f[0].evidence["period"] is None
+        assert "re-created" in f[0].hint

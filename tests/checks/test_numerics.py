@@ -80,6 +80,18 @@ def test_stage_cause_blames_a_silent_example_for_a_division() -> None:
     assert key == "division_by_zero" and "[1]" in why
 
 
+def test_a_loss_made_non_finite_by_excluded_positions_is_a_reduction_over_them() -> None:
+    """AudioCraft's NaN fill where its mask is False (issue 41, messages): the logits are finite where
+    the loss counts, so the message must not send the user after an overflow in the model."""
+    stages = [StageStatus("logits", 3, "float", nan=12288, numel=40000, masked_out_only=True),
+              StageStatus("loss", 4, "float", nan=1, numel=1)]
+    key, why, hint = stage_cause(stages[1], stages[0])
+    assert key == "masked_reduction" and "12288 NaN" in why and "logits[mask]" in hint
+    f = [x for x in judge_locate(report([], stages)) if x.id == "nonfinite.first"]
+    assert f and f[0].stage == "loss" and "finite at every position the loss counts" in f[0].message
+    assert stage_cause(stages[1], StageStatus("logits", 3, "float", numel=40000))[0] == "unknown"
+
+
 # ---- the judge ----------------------------------------------------------------------------------
 
 def test_first_op_beats_a_later_stage_and_the_loss_is_named() -> None:

@@ -20,20 +20,7 @@ def judge_loader(m: dict[str, Any]) -> list[Finding]:
         return []
     same = [i for i in range(1, len(batches)) if batches[i]["batch"] == batches[i - 1]["batch"]]
     if same:
-        return [
-            make(
-                "loader.repeats",
-                "error",
-                "loader",
-                f"the loader yields the same batch again: batches {[(i - 1, i) for i in same]} "
-                f"of {len(batches)} are identical",
-                CHECK,
-                hint="the iterator is re-created every step or returns a cached batch; draw a new batch "
-                "each step from one iterator",
-                identical_pairs=same,
-                batches=len(batches),
-            )
-        ]
+        return [_repeats(batches, same)]
     stale = []
     for visits in m.get("revisits", []):
         for a, b in zip(visits, visits[1:]):
@@ -48,6 +35,42 @@ def judge_loader(m: dict[str, Any]) -> list[Finding]:
                           "resampling, codec version) or recompute tokens", revisits=len(m.get("revisits", [])),
                      stale=len(stale), example=[a, b])]
     return _judge_repeats(batches, m.get("train_size"))
+
+
+def _runs(batches: list[dict[str, Any]]) -> list[int]:
+    """Lengths of the runs of identical consecutive batches."""
+    runs = [1]
+    for a, b in zip(batches, batches[1:]):
+        if a["batch"] == b["batch"]:
+            runs[-1] += 1
+        else:
+            runs.append(1)
+    return runs
+
+
+def _repeats(batches: list[dict[str, Any]], same: list[int]) -> Finding:
+    """Identical consecutive batches. Their pattern says where to look: one batch over and over is
+    an iterator re-created (or a cached batch); new content arriving every k batches, in runs of k
+    identical ones, is k loader workers drawing from one copied random state."""
+    runs = _runs(batches)
+    whole = runs[:-1] if len(runs) > 2 else runs  # the last run may be cut by the measurement's end
+    k = whole[0]
+    periodic = len(runs) >= 2 and k >= 2 and all(r == k for r in whole) and runs[-1] <= k
+    told = (f"the loader yields the same batch again: batches {[(i - 1, i) for i in same]} of {len(batches)} are "
+            "identical")
+    if periodic:
+        message = (told + f", in runs of {k} (new content every {k} batches): the pattern of {k} DataLoader workers "
+                   "that each draw the same random numbers")
+        hint = (f"the workers share one random state: a generator the dataset holds (`self.rng = "
+                f"np.random.default_rng(seed)`, random.Random, a torch.Generator) is copied into each of the {k} "
+                "workers unchanged; reseed it per worker in `worker_init_fn` from "
+                "`torch.utils.data.get_worker_info().seed` (PyTorch reseeds only the global numpy/random state)")
+    else:
+        message = told
+        hint = ("the iterator is re-created every step or returns a cached batch; draw a new batch each step from "
+                "one iterator")
+    return make("loader.repeats", "error", "loader", message, CHECK, hint=hint, identical_pairs=same,
+                batches=len(batches), runs=runs, period=k if periodic else None)
 
 
 def _judge_repeats(batches: list[dict[str, Any]], size: int | None) -> list[Finding]:

@@ -180,9 +180,11 @@ def _stage_finding(st: StageStatus, rep: LocateMeasurement) -> Finding:
                     hint="check the decoded audio / cached features with np.isfinite where they are loaded, and "
                          "drop or repair the file (a corrupt float WAV block decodes to NaN)", cause="input", **ev)
     key, why, hint = stage_cause(st, previous)
+    counted = " at every position the loss counts" if previous.masked_out_only else ""
     return make("nonfinite.first", "error", st.name,
                 f"first non-finite value at stage {st.name}: {st.nan} NaN and {st.inf} inf of {st.numel} values "
-                f"(examples {st.examples}); {previous.name} is finite. Likely cause: {CAUSES[key]} — {why}.{crash}",
+                f"(examples {st.examples}); {previous.name} is finite{counted}. Likely cause: {CAUSES[key]} — "
+                f"{why}.{crash}",
                 CHECK, hint=hint, cause=key, cause_text=CAUSES[key], **ev)
 
 

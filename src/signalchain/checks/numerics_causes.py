@@ -25,6 +25,7 @@ CAUSES = {
     "invalid_mask": "an invalid mask (softmax over an all-masked row)",
     "state": "corrupted model or optimizer state",
     "overflow": "values beyond the float range",
+    "masked_reduction": "a reduction over positions the loss mask excludes",
     "unknown": "not recognised",
 }
 
@@ -165,6 +166,13 @@ def stage_cause(stage: StageStatus, previous: StageStatus | None) -> tuple[str, 
                     f"{stage.name}: normalising a silent or constant example divides by its zero std/peak/RMS",
                     f"clamp the divisor in the code between the {previous.name} and {stage.name} taps "
                     "(x / max(std, 1e-8)), and drop or flag silent clips")
+    if previous is not None and previous.masked_out_only and previous.nan + previous.inf > 0:
+        return ("masked_reduction", f"{previous.name} holds {previous.nan} NaN and {previous.inf} inf, every one at a "
+                f"position the loss mask excludes, and {stage.name} is not finite: the reduction takes the excluded "
+                "positions in (NaN x 0 is NaN: multiplying by the mask does not remove them)",
+                f"select the counted positions before the reduction (`logits[mask]` and `targets[mask]`, or "
+                f"`ce[mask].mean()`), or fill the excluded {previous.name} with a finite value; non-finite values at "
+                "excluded positions can be by design (AudioCraft's `compute_predictions` fills them with NaN)")
     where = f"between the {previous.name} and {stage.name} taps" if previous else f"before the {stage.name} tap"
     return ("unknown", f"made by code {where} that torch does not see (numpy or Python)",
             f"check the values {where} with np.isfinite, example by example")
