@@ -91,3 +91,35 @@ def test_walk_finds_positions_past_the_bar_and_missing_attributes():
     assert ev.positions_past_bar == [(2, 30, 24)]
     assert ev.missing_attributes == [(7, "Velocity")] and ev.position_backwards == 1
     assert np.isclose(ev.notes[0][1], 30 / 8)
+
+
+@pytest.mark.parametrize("kind", ["REMI", "TSD"])
+def test_a_bpe_tokenizers_model_ids_read_as_the_base_tokens_they_merge(kind, tmp_path):
+    """Issue 41 (MidiTok#228): one string per model id (`model_vocab`), a merge read as its base tokens,
+    so the structure of BPE ids is walked as the base sequence; the README's idiom raises for BPE."""
+    from _symbolic import random_piece
+    from signalchain.symbolic import model_vocab, to_score
+
+    cfg = miditok.TokenizerConfig(special_tokens=["PAD", "BOS", "EOS"], use_programs=True)
+    tok = getattr(miditok, kind)(cfg)
+    rng = np.random.default_rng(0)
+    files = []
+    for i in range(6):
+        rows, tempo, ts = random_piece(rng)
+        f = tmp_path / f"{i}.mid"
+        to_score(rows, tempo, ts).dump_midi(f)
+        files.append(f)
+    base = len(tok)
+    tok.train(vocab_size=base + 60, model="BPE", files_paths=files)
+    with pytest.raises(KeyError):
+        [tok[i] for i in range(len(tok))]  # noqa: B018 - the idiom that fails for a trained tokenizer
+    strings = model_vocab(tok)
+    assert len(strings) == len(tok) and any(" " in s for s in strings)
+    seq = tok.encode(to_score(*random_piece(rng)))
+    seq = seq[0] if isinstance(seq, list) else seq
+    assert max(seq.ids) >= base  # the piece uses merges
+    v = Vocab.parse(strings, pad_id=tok.pad_token_id)
+    expanded = v.expand(np.asarray([seq.ids]))[0]
+    assert [v.tokens[i] for i in expanded] == list(seq.tokens)
+    walked = walk(expanded, v)
+    assert not walked.missing_attributes and not walked.unknown_types and walked.pitch_tokens > 0

@@ -50,7 +50,14 @@ def symbolic_tokens(trace: Trace, stage: str = "tokens") -> SymbolicTokens | Non
         return None
     ids = ids.reshape(1, -1) if ids.ndim == 1 else ids
     meta = dict(trace[stage].meta)
-    return SymbolicTokens(ids.astype(np.int64), meta, Vocab.from_meta(meta))
+    ids, vocab = ids.astype(np.int64), Vocab.from_meta(meta)
+    if vocab is not None and vocab.merged:
+        # BPE: the checks read the base tokens each merged id stands for (indices then count base tokens)
+        used = np.isin(ids, np.fromiter(vocab.merged, dtype=np.int64))
+        meta["bpe"] = {"merged_ids": int(used.sum()), "ids": int(ids.size), "merges": len(vocab.merged),
+                       "base_size": min(vocab.merged)}
+        ids = vocab.expand(ids)
+    return SymbolicTokens(ids, meta, vocab)
 
 
 def notes_of(trace: Trace, stage: str) -> tuple[np.ndarray, dict[str, Any]] | None:

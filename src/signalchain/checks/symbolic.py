@@ -243,10 +243,19 @@ def judge_round_trip(trace: Trace) -> list[Finding]:
     counts = {t: tally.count[t] for t in blamed}
     per = "; ".join(_said(t, c, notes if t in note_types else songs, tally.examples.get(t, []), note_types)
                     for t, c in counts.items())
+    said_hint, bpe = hint(blamed, vocab, tally, mismatch), tok.meta.get("bpe")
+    lost = max((tally.reasons.get(t, {}).get("lost", 0) for t in note_types), default=0)
+    if bpe and bpe["merged_ids"] and lost > MAJORITY * notes:
+        # Notes lost where the tokens hold BPE merges: the decode read the model's ids as base ids.
+        per += (f"; the tokens hold {bpe['merged_ids']} BPE-merged ids of {bpe['ids']} (ids from "
+                f"{bpe['base_size']} up, past the base vocabulary) and {lost} of {notes} notes are lost")
+        said_hint = ("decode the model's ids with `tokenizer.decode(ids)`, which undoes the BPE merges: "
+                     "`tokenizer.vocab` is the base vocabulary (ids past its size are merges, unknown there), "
+                     "`tokenizer.vocab_model` the trained one")
     return [make("symbolic.round_trip", "error", "tokens",
                  f"{name} -> tokens -> notes.decoded disagrees beyond the tokenizer's resolution, token type "
                  f"responsible: {top} ({per})",
-                 CHECK, hint=hint(blamed, vocab, tally, mismatch), token_type=top, token_types=blamed, counts=counts,
+                 CHECK, hint=said_hint, bpe=bpe, token_type=top, token_types=blamed, counts=counts,
                  reasons={t: dict(tally.reasons.get(t, {})) for t in blamed},
                  notes=notes, pieces=songs, source=name, vocabulary_mismatch=mismatch, truncated=tally.truncated,
                  examples={t: tally.examples.get(t, []) for t in blamed}, resolution=vocab.resolution,

@@ -25,6 +25,7 @@ __all__ = ["Vocab", "SequenceEvents", "positions_per_bar", "quarters_per_beat", 
 NOTE_TYPES = ("Pitch", "PitchDrum")  # a note of REMI/TSD/Structured, its attributes after it
 NOTE_EVENT_TYPES = (*NOTE_TYPES, "NoteOn", "DrumOn", "PitchIntervalTime", "PitchIntervalChord")  # any note start
 SPECIAL_TYPES = ("PAD", "BOS", "EOS", "MASK")
+MERGE = "Merge"  # the type of a BPE id whose string is several base tokens
 ATTRIBUTE_ORDER = ("Velocity", "Duration")  # what follows a Pitch in REMI/TSD, for the types the vocab has
 
 
@@ -60,6 +61,7 @@ class Vocab:
     bos_id: int | None = None
     eos_id: int | None = None
     resolution: int = 8
+    merged: dict[int, list[int]] = field(default_factory=dict)  # a BPE merge's id -> the base ids it stands for
 
     @classmethod
     def parse(cls, tokens: Sequence[str], pad_id: int | None = None, bos_id: int | None = None,
@@ -67,9 +69,12 @@ class Vocab:
         types, values = [], []
         for t in tokens:
             typ, _, val = str(t).partition("_")
+            if " " in str(t).strip():  # a BPE merge: the base tokens it stands for, space-joined
+                typ, val = MERGE, str(t)
             types.append(typ)
             values.append(val)
         v = cls(list(map(str, tokens)), types, values)
+        v._merges()
         v.pad_id = pad_id if pad_id is not None else v.id_of("PAD_None")
         v.bos_id = bos_id if bos_id is not None else v.id_of("BOS_None")
         v.eos_id = eos_id if eos_id is not None else v.id_of("EOS_None")
@@ -92,6 +97,41 @@ class Vocab:
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+    def _merges(self) -> None:
+        """The base ids of each merged id (a part the vocabulary lacks is appended as its own entry)."""
+        self.merged = {}
+        merged = [i for i, t in enumerate(self.types) if t == MERGE]
+        if not merged:
+            return
+        index = {t: i for i, t in enumerate(self.tokens) if self.types[i] != MERGE}
+        for i in merged:
+            parts = []
+            for part in self.tokens[i].split():
+                if part not in index:
+                    typ, _, val = part.partition("_")
+                    index[part] = len(self.tokens)
+                    self.tokens.append(part)
+                    self.types.append(typ)
+                    self.values.append(val)
+                parts.append(index[part])
+            self.merged[i] = parts
+
+    def expand(self, ids: np.ndarray) -> np.ndarray:
+        """Rows of model ids with every merged id replaced by its base ids, padded at the end with the
+        pad id (a PAD entry is appended when the vocabulary has none). Rows without merges come back
+        as they were, but padded to the longest row."""
+        rows = [[p for i in row.tolist() for p in self.merged.get(int(i), [int(i)])] for row in np.atleast_2d(ids)]
+        if self.pad_id is None:
+            self.pad_id = len(self.tokens)
+            self.tokens.append("PAD_None")
+            self.types.append("PAD")
+            self.values.append("None")
+        width = max((len(r) for r in rows), default=0)
+        out = np.full((len(rows), width), self.pad_id, dtype=np.int64)
+        for b, r in enumerate(rows):
+            out[b, : len(r)] = r
+        return out
 
     def id_of(self, token: str) -> int | None:
         try:
@@ -172,7 +212,7 @@ class SequenceEvents:
 
 
 KNOWN = {"Bar", "Position", "TimeSig", "Tempo", "Program", "Velocity", "Duration", "TimeShift", "Rest",
-         "NoteOff", "DrumOff", *NOTE_EVENT_TYPES, *SPECIAL_TYPES}
+         "NoteOff", "DrumOff", MERGE, *NOTE_EVENT_TYPES, *SPECIAL_TYPES}
 
 
 def _specials(ev: SequenceEvents, ids: np.ndarray, vocab: Vocab) -> tuple[np.ndarray, int]:
