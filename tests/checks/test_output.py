@@ -125,6 +125,21 @@ def test_decoder_judge(far: float | None, fires: bool) -> None:
     assert [(f.id, f.stage) for f in found] == ([("tokens.codebook_order", "audio.decoded")] if fires else [])
 
 
+@pytest.mark.parametrize("gaps, fires", [
+    ([46.3, 32.4, 47.4], True),  # a codec at random weights (the real-bug bed: xcodec#3)
+    ([-35.0, -41.0], True),  # a decode that drops its scale
+    ([0.0, -0.6, -0.9], False),  # a fitted codec
+    ([0.3, -13.2, -11.9], False),  # a tiny random EnCodec: level within 30 dB, not judged on level
+    ([46.0, 2.0], False),  # one example off: not every example
+    ([46.0], False),  # one example is not enough
+])
+def test_a_round_trip_far_from_its_input_level_is_named_before_the_layout(gaps, fires) -> None:
+    found = judge_decoder(DecoderProbe(frames=100, changed=[20], far_share=0.97, window=6,
+                                       round_trip_stage="audio.cropped", round_trip_db=gaps,
+                                       round_trip_similarity=[0.1] * len(gaps)))
+    assert [f.id for f in found] == (["codec.round_trip"] if fires else ["tokens.codebook_order"])
+
+
 # ---- float overshoot: values beyond ±1 that a PCM writer or a player will clip ------------------------
 
 def test_a_float_file_beyond_full_scale_is_an_overshoot_with_its_numbers(tmp_path: Path) -> None:

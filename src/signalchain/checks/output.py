@@ -272,8 +272,34 @@ def judge_route(route: RouteMeasurement) -> list[Finding]:
     return out
 
 
+def _round_trip(probe: DecoderProbe) -> Finding | None:
+    """The golden tokens decode at a level far from the audio they were made from, on every example:
+    the codec does not reproduce its input (weights never loaded, a decode missing its scale)."""
+    gaps = [g for g in probe.round_trip_db if math.isfinite(g)]
+    if len(gaps) < 2 or not (all(g >= SCALED_DB for g in gaps) or all(g <= -SCALED_DB for g in gaps)):
+        return None
+    louder = gaps[0] > 0
+    lo, hi = min(gaps), max(gaps)
+    sims = probe.round_trip_similarity
+    sim = f"; log-mel correlation with the input {min(sims):.2f} to {max(sims):.2f}" if sims else ""
+    return make("codec.round_trip", "warning", "tokens",
+                f"the codec's round trip does not give its input back: the golden batch's tokens decode "
+                f"{abs(lo) if louder else abs(hi):.0f} to {abs(hi) if louder else abs(lo):.0f} dB "
+                f"{'louder' if louder else 'quieter'} than {probe.round_trip_stage}, the audio they were encoded "
+                f"from, on all {len(gaps)} examples{sim}", CHECK,
+                hint="a codec at its initial weights encodes and decodes noise: check that its checkpoint is loaded "
+                     "into it (`load_state_dict` on the module that encodes, not a copy; `from_pretrained`, not "
+                     "`from_config`), then that decode undoes the same normalisation encode applied",
+                stage_encoded=probe.round_trip_stage, level_gap_db=gaps, similarity=sims)
+
+
 def judge_decoder(probe: DecoderProbe | None) -> list[Finding]:
-    if probe is None or probe.error is not None or probe.far_share is None or probe.far_share < FAR_SHARE:
+    if probe is None or probe.error is not None:
+        return []
+    trip = _round_trip(probe)
+    if trip is not None:  # a codec that does not reproduce its input: where a change lands says nothing
+        return [trip]
+    if probe.far_share is None or probe.far_share < FAR_SHARE:
         return []
     return [make("tokens.codebook_order", "error", "audio.decoded",
                  f"changing the codes of frame(s) {probe.changed} changes the decoded audio mostly elsewhere: "

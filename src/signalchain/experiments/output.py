@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from .._tensor import to_numpy
-from ..audio.features import log_mel
+from ..audio.features import log_mel, spectral_similarity
 from ..audio.measure import measure_file
 from ..checks._util import as_bool_mask
 from ..pipeline import capabilities
@@ -146,6 +146,7 @@ def probe_decoder(ctx: Context, window: int = 6) -> DecoderProbe | None:
 
     worst, changed = None, []
     try:
+        trip = _round_trip(trace, codes, decoded, sr)
         base_audio = decoded(a)
         base = spectrum(base_audio)
         for t0 in (T // 5, T // 2, 4 * T // 5):
@@ -172,4 +173,33 @@ def probe_decoder(ctx: Context, window: int = 6) -> DecoderProbe | None:
         return DecoderProbe(
             frames=T, changed=changed, far_share=None, window=window, error=f"{type(exc).__name__}: {exc}"
         )
-    return DecoderProbe(frames=T, changed=changed, far_share=worst, window=window)
+    return DecoderProbe(frames=T, changed=changed, far_share=worst, window=window, **trip)
+
+
+def _round_trip(trace: Any, codes: np.ndarray, decoded: Any, sr: int) -> dict[str, Any]:
+    """The golden tokens decoded against the audio they were made from (the last audio stage tapped
+    before `tokens`, at the decoder's rate and length): per example, the level difference (dB) and
+    the log-mel correlation. Empty when no such stage is tapped."""
+    names = trace.names()
+    before = names[: names.index("tokens")] if "tokens" in names else []
+    src = next((n for n in reversed(before) if n.startswith("audio.") and trace[n].value is not None
+                and trace[n].sample_rate in (None, sr)), None)
+    if src is None:
+        return {}
+    x = np.asarray(trace.value(src), dtype=np.float64)
+    if x.ndim < 2 or x.shape[0] != codes.shape[0]:
+        return {}
+    x = x.reshape(x.shape[0], -1, x.shape[-1]).mean(1)  # [B, S] mono
+    y = np.concatenate([decoded(codes[b : b + 1]).mean(0, keepdims=True) for b in range(codes.shape[0])])
+    n = min(x.shape[-1], y.shape[-1])
+    if n < sr // 10:
+        return {}
+    gaps, sims = [], []
+    for b in range(x.shape[0]):
+        xin, yout = x[b, :n], y[b, :n]
+        pin, pout = float(np.mean(xin**2)), float(np.mean(yout**2))
+        if pin <= 1e-10 or not np.isfinite(pout):
+            continue  # a silent (padded) example says nothing about the codec
+        gaps.append(10 * np.log10(max(pout, 1e-20) / pin))
+        sims.append(spectral_similarity(log_mel(xin, sr), log_mel(yout, sr)))
+    return {"round_trip_stage": src, "round_trip_db": gaps, "round_trip_similarity": sims}

@@ -38,6 +38,11 @@ class DecoderProbe:
     far_share: float | None  # share of the difference beyond `window` frames (the smaller of waveform, log-mel)
     window: int
     error: str | None = None
+    # The codec's round trip on the golden batch: the audio stage the tokens were made from, and per
+    # example the decoded level minus that stage's (dB) and their log-mel correlation.
+    round_trip_stage: str | None = None
+    round_trip_db: list[float] = field(default_factory=list)
+    round_trip_similarity: list[float] = field(default_factory=list)
 
 
 @dataclass
