@@ -359,3 +359,27 @@ def test_generic_captions_of_different_recordings_still_warn():
     numbered = _meta_rows(48, lambda i: genres[i % 4], lambda i: {"file_name": f"{i:04d}.wav", "genre": genres[i % 4]})
     for b in (by_id, numbered):
         assert found(judge_metadata(ConditionData(batches=[b]))) == [("condition.metadata_missing", "metadata")]
+
+
+def _dropped(flags_per_batch, rate=None):
+    import numpy as np
+
+    from signalchain.records.conditioning import ConditionBatch, ConditionData
+    return ConditionData([ConditionBatch("loader", ["c"] * len(f), dropped=np.asarray(f, bool), rate=rate)
+                          for f in flags_per_batch])
+
+
+def test_guidance_over_a_never_dropped_condition_is_an_untrained_branch():
+    from signalchain.checks.conditioning import judge_guidance_dropout
+    from signalchain.records.conditioning import DeclaredGuidance
+
+    def ids(cfg, data):
+        return [f.id for f in judge_guidance_dropout(DeclaredGuidance(cfg), data)]
+
+    never = _dropped([[False] * 8] * 8)  # 64 conditions, none dropped, no rate tapped
+    assert ids(3.0, never) == ["generation.guidance_untrained"]
+    assert ids(3.0, _dropped([[False] * 4], rate=0.0)) == ["generation.guidance_untrained"]  # declared rate 0
+    assert ids(1.0, never) == [] and ids(None, never) == []  # no guidance, or none reported
+    assert ids(3.0, _dropped([[False] * 8] * 4)) == []  # 32 seen and no rate: chance at 10 % (3 %)
+    assert ids(3.0, _dropped([[False] * 7 + [True]] + [[False] * 8] * 8)) == []  # one dropped
+    assert ids(3.0, _dropped([[False] * 8] * 8, rate=0.1)) == []  # the binomial judge's case

@@ -27,13 +27,15 @@ from ..records.conditioning import (
     ConditionData,
     ConditionGrads,
     CondParam,
+    DeclaredGuidance,
     GuidanceProbe,
 )
+from ..trace import record
 from ._outputs import read_generated
 from ._seed import seed_everything
 from .context import Context
 
-__all__ = ["measure_condition_data", "measure_condition_grads", "measure_guidance",
+__all__ = ["measure_condition_data", "measure_condition_grads", "measure_guidance", "measure_declared_guidance",
            "audio_descriptors", "token_descriptors", "rolled"]
 
 WANTED = ("caption", "metadata", "audio.cropped", "tokens", "mask.padding", "condition.dropped",
@@ -266,3 +268,23 @@ def measure_guidance(ctx: Context) -> GuidanceProbe:
 def _changed(a: np.ndarray, b: np.ndarray) -> float:
     """Share of generated values that differ (1 when the outputs differ in shape: a different length)."""
     return float(np.mean(a != b)) if a.shape == b.shape and a.size else 1.0
+
+
+def measure_declared_guidance(ctx: Context) -> DeclaredGuidance:
+    """One short generation with the pipeline's default sampling, for the guidance it reports applying."""
+    from .generation.runs import call_generate  # the generation experiments' own call (tap when taken)
+
+    p = ctx.pipeline
+    seed_everything(ctx.seed)
+    with record(values=(), stages={"generation.tokens"}) as trace, torch.no_grad():
+        try:
+            call_generate(p, ctx.golden().model, ctx.batch(), {"max_frames": ctx.budget.guidance_frames})
+        except Exception as exc:  # a generate that refuses the frame limit: the default length
+            try:
+                call_generate(p, ctx.golden().model, ctx.batch(), None)
+            except Exception:
+                return DeclaredGuidance(None, error=f"{type(exc).__name__}: {exc}")
+    got = trace.get("generation.tokens")
+    cfg = dict(got.meta.get("sampling") or {}).get("cfg_coef") if got is not None else None
+    ok = isinstance(cfg, (int, float)) and not isinstance(cfg, bool)
+    return DeclaredGuidance(float(cfg) if ok else None)

@@ -112,3 +112,13 @@ class GuidanceProbe:
     error: str | None = None
     compared: str = "codes"  # "codes", or "audio" where generate returns audio only
     sampled: int | None = None  # tokens the sampler drew (rows x codebooks x frames), when known
+
+
+@dataclass
+class DeclaredGuidance:
+    """The guidance coefficient the pipeline's own `generate` applies with its default sampling, as it
+    reports it (`sampling=` on `generation.tokens`; AudioCraft's `cfg_coef`, HF's `guidance_scale`).
+    None: not reported."""
+
+    cfg_coef: float | None
+    error: str | None = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from ...checks.base import make
-from ...checks.conditioning import CAPTION_CHECKS
+from ...checks.conditioning import CAPTION_CHECKS, judge_guidance_dropout
 from ...checks.conditioning_model import (
     caption_sensitive,
     fusion_silent,
@@ -26,6 +26,7 @@ from ...records.figures import Bars, Figure, Table
 from ..conditioning import (
     measure_condition_data,
     measure_condition_grads,
+    measure_declared_guidance,
     measure_guidance,
 )
 from ..conditioning_sensitivity import measure_sensitivity
@@ -152,6 +153,13 @@ register(
                 judges=(judge(judge_condition_grads, SELF, FAMILY),),
             ),
             Step("generate", needs=("generate",), needed_by="checks.conditioning.judge_guidance"),
+            Step(
+                "guidance_declared",
+                needs=("generate",),
+                say="conditioning: the guidance generate applies",
+                measure=measure_declared_guidance,
+                judges=(judge(judge_guidance_dropout, SELF, DATA),),
+            ),
             Step(
                 "guidance",
                 when=_sensitive,
