@@ -166,3 +166,12 @@ class GradRuleMeasurement:
     # of the second step's gradient norm along the marker, and the tensors marked; None: nothing left.
     carry: tuple[float, int] | None = None
     scheduler_steps: int = 0  # LRScheduler.step() calls during the first update (constructors' not counted)
+
+
+@dataclass
+class StateLoadMeasurement:
+    """The `load_state_dict` calls one `build_model` made (see probes/state_loads.py): per call the
+    module, strict, and the key names of the module, the checkpoint, the missing and the unexpected."""
+
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None

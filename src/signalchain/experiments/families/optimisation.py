@@ -17,6 +17,7 @@ from ...checks.optimisation.grad_rule import judge_grad_rule, judge_schedule_ste
 from ...checks.optimisation.gradients import judge_gradients, judge_update
 from ...checks.optimisation.predictions import judge_predictions
 from ...checks.optimisation.rates import judge_rates, lost_at
+from ...checks.optimisation.state_loads import judge_state_loads
 from ...findings import Finding
 from ...records.figures import Bars, Curves, Figure, Table, Text
 from ...records.optimisation import (
@@ -32,6 +33,7 @@ from ..optimisation.gradients import measure_gradients
 from ..optimisation.lr_sweep import measure_lr_sweep
 from ..optimisation.overfit import measure_overfit, overfit_at
 from ..optimisation.predictions import measure_predictions
+from ..optimisation.state_loads import measure_state_loads
 from ..optimisation.update import measure_update
 
 __all__: list[str] = []
@@ -185,6 +187,8 @@ register(Family("optimisation", "Optimisation path: gradients, updates, stale pr
          judges=(judge(judge_update, SELF, _trainable),), show=_show_update),
     Step("grad_rule", say="optimisation: the stepped gradient against the loss's", measure=measure_grad_rule,
          judges=(judge_grad_rule, judge_train_mode, judge_zeroing, judge_schedule_steps)),
+    Step("state_loads", say="optimisation: what build_model loads", measure=measure_state_loads,
+         judges=(judge_state_loads,)),
     Step("predictions", needs=("loader",), say="optimisation: stale predictions", measure=_predictions,
          judges=(judge_predictions,)),
     Step("lr_sweep", say="optimisation: learning-rate sweep", measure=measure_lr_sweep,
