@@ -92,3 +92,25 @@ def test_overshoot_is_judged_on_the_written_stage_only():
     assert judge_overshoot(make_trace(("audio.decoded", 2.5 * x, {"sample_rate": SR}),
                                       ("audio.resampled", 1.06 * clean(0.0)[None, None], {"sample_rate": SR}))) == []
     assert judge_overshoot(make_trace(("audio.written", clean(-1.0)[None, None], {"sample_rate": SR}))) == []
+
+
+def _entering(lengths, channels=None, sr=32000):
+    """A batch as a torchaudio-style own loop taps it: [B, C, T] zero-padded, with lengths= (and channels=)."""
+    rng = np.random.default_rng(0)
+    x = np.zeros((len(lengths), 2, max(lengths)), np.float32)
+    for i, n in enumerate(lengths):
+        x[i, :, :n] = 0.1 * rng.standard_normal((2, n))
+    meta = {"sample_rate": sr, "lengths": lengths} | ({"channels": channels} if channels else {})
+    return make_trace(("audio.original", x, meta))
+
+
+def test_a_clip_as_long_as_its_channel_count_is_a_layout_error():
+    """Issue 41 (transformers#47886): mean(axis=0) on soundfile's [samples, channels]."""
+    (f,) = [f for f in judge_audio(_entering([64000, 2, 48000, 2], channels=[1, 2, 1, 2])) if f.id == "audio.layout"]
+    assert f.severity.value == "error" and f.evidence["examples"] == [1, 3] and "channels" in f.message
+    assert "mean(axis=1)" in f.hint
+
+
+@pytest.mark.parametrize("lengths", [[64000, 32000, 48000], [17, 20, 30], [64000, 1600]])
+def test_clips_of_any_real_length_have_no_layout_finding(lengths):
+    assert [f for f in judge_audio(_entering(lengths)) if f.id == "audio.layout"] == []

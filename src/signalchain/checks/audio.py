@@ -179,6 +179,40 @@ def _sample_rate(rec: StageRecord, prev: StageRecord | None, reported: Set[str])
                 CHECK, hint="pass the file's true rate to the resampler", ratio=off[0])
 
 
+#: An example this many samples long or shorter (0.5 ms at 32 kHz) is no clip: its time axis holds
+#: something else (the channels of a `[samples, channels]` array averaged over time).
+TINY_SAMPLES = 16
+
+
+def _too_short(rec: StageRecord, prev: StageRecord | None, reported: Set[str]) -> Finding | None:
+    """Examples a handful of samples long beside clips of seconds: the time axis lost its meaning."""
+    lengths = rec.meta.get("lengths")
+    if prev is not None or lengths is None:
+        return None  # judged where the audio enters (a later stage inherits it)
+    try:
+        n = np.asarray(lengths, dtype=np.int64).ravel()
+    except (TypeError, ValueError):
+        return None
+    tiny = [int(i) for i in np.flatnonzero(n <= TINY_SAMPLES)]
+    rest = n[n > TINY_SAMPLES]
+    if not tiny or rest.size == 0 or np.median(rest) < 100 * TINY_SAMPLES:
+        return None
+    channels = rec.meta.get("channels")
+    per = [int(c) for c in channels] if isinstance(channels, (list, tuple)) and len(channels) == len(n) else None
+    stereo = per is not None and all(per[i] == int(n[i]) for i in tiny)
+    said = (f"examples {tiny} of {rec.name} are {sorted({int(n[i]) for i in tiny})} samples long, beside clips of "
+            f"{np.median(rest) / (rec.sample_rate or 1):.1f} s (median)" if rec.sample_rate else
+            f"examples {tiny} of {rec.name} are {sorted({int(n[i]) for i in tiny})} samples long, beside clips of "
+            f"{int(np.median(rest))} samples (median)")
+    if stereo:
+        said += ": each is as long as its file has channels, the time axis averaged away"
+    return make("audio.layout", "error", rec.name, said, CHECK,
+                hint="soundfile (and scipy) return `[samples, channels]`: downmix with `mean(axis=1)` or transpose "
+                     "to `[channels, samples]` first; `mean(axis=0)` on it averages over time (torchaudio returns "
+                     "`[channels, samples]`)", examples=tiny, lengths=[int(n[i]) for i in tiny],
+                median_length=int(np.median(rest)))
+
+
 def _silent(rec: StageRecord, prev: StageRecord | None, reported: Set[str]) -> Finding | None:
     """Examples that fall silent at this stage (silent at the source, or audible at the stage before)."""
     rms, name = _rms(rec), rec.name
@@ -212,6 +246,7 @@ def _silent(rec: StageRecord, prev: StageRecord | None, reported: Set[str]) -> F
 #: before it (None at the first) and the ids already reported, and makes at most one finding.
 AUDIO_RULES: tuple[Rule, ...] = (
     Rule(("audio.nonfinite",), _nonfinite),
+    Rule(("audio.layout",), _too_short),
     Rule(("audio.scale",), _past_full_scale),
     Rule(("audio.clipped",), _clipped),
     Rule(("audio.dc_offset",), _dc_offset),
