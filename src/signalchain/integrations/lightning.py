@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from lightning.pytorch import Callback
 
+from ..checks.optimisation.schedulers import STEPS_BEFORE, ScheduleState, judge_schedulers
 from ..probes.forward_tap import loss_of
 from ._callback import SessionOwner
 
@@ -67,6 +68,7 @@ class SignalchainCallback(SessionOwner, Callback):
         self._index_of: dict[int, int] = {}  # id(batch) -> batch_idx, for the open step's micro-batches
         self._judged = False  # on_before_optimizer_step ran for the open step
         self._module: Any = None
+        self._schedules_read = False  # the configured LR schedulers were judged once, at STEPS_BEFORE
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         out_dir = Path(self.out_dir) if self.out_dir is not None else Path(trainer.default_root_dir) / "signalchain"
@@ -124,6 +126,27 @@ class SignalchainCallback(SessionOwner, Callback):
         if self._judged:  # this batch closed an optimizer step
             self._judged = False
             session.end_step(self._step)
+        if not self._schedules_read and int(trainer.global_step) >= STEPS_BEFORE:
+            self._schedules_read = True
+            self._guarded("schedulers", self._read_schedules, trainer, pl_module)
+
+    def _read_schedules(self, trainer: Any, pl_module: Any) -> None:
+        """Each configured LR scheduler against the steps taken (before Lightning's own step of this batch:
+        one short at most, never zero for a scheduler that steps)."""
+        states = []
+        for cfg in getattr(trainer, "lr_scheduler_configs", None) or []:
+            sched = getattr(cfg, "scheduler", None)
+            stepped = getattr(sched, "last_epoch", None)
+            if sched is None or not isinstance(stepped, int):
+                continue  # ReduceLROnPlateau and others without a step count
+            lrs = getattr(sched, "_last_lr", None) or []
+            states.append(ScheduleState(type(sched).__name__, str(getattr(cfg, "interval", "epoch")),
+                                        int(getattr(cfg, "frequency", 1) or 1), stepped,
+                                        float(lrs[0]) if lrs else None))
+        manual = not bool(getattr(pl_module, "automatic_optimization", True))
+        for finding in judge_schedulers(states, int(trainer.global_step), int(trainer.current_epoch), manual):
+            assert self.session is not None
+            self.session._add(finding)
 
     def on_validation_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int,
                                 dataloader_idx: int = 0) -> None:
