@@ -73,3 +73,25 @@ def test_a_partial_load_on_purpose_is_silent():
 
     assert judge_state_loads(measure_state_loads(Context(ProtocolView(Partial()), seed=0,
                                                          budget=BUDGETS["economy"]))) == []
+
+
+@pytest.mark.parametrize("fixed", [False, True])
+def test_a_gpt2_midi_lm_built_from_its_checkpoints_config_is_not_pretrained(tmp_path, fixed):
+    """The symbolic convention (a GPT-2 over MIDI tokens): AutoConfig.from_pretrained + from_config
+    (transformers#4685) against from_pretrained, from a local save_pretrained folder."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.GPT2Config(vocab_size=64, n_positions=32, n_embd=16, n_layer=2, n_head=2)
+    torch.manual_seed(0)
+    transformers.GPT2LMHeadModel(cfg).save_pretrained(tmp_path, safe_serialization=True)
+
+    class MidiLM:
+        def build_model(self, seed):
+            torch.manual_seed(seed + 1)
+            if fixed:
+                return transformers.GPT2LMHeadModel.from_pretrained(tmp_path)
+            return transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(tmp_path))
+
+    m = measure_state_loads(Context(ProtocolView(MidiLM()), seed=0, budget=BUDGETS["economy"]))
+    assert m is not None and m.named_checkpoint["path"] == str(tmp_path)
+    found = [(f.id, f.severity.value) for f in judge_state_loads(m)]
+    assert found == ([] if fixed else [("model.not_pretrained", "warning")])

@@ -175,3 +175,6 @@ class StateLoadMeasurement:
 
     calls: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    # The checkpoint folder the model's config names (Hugging Face `config._name_or_path`), when it is a
+    # local folder with safetensors: its path, tensors compared by name and shape, and how many equal.
+    named_checkpoint: dict[str, Any] | None = None

@@ -76,7 +76,37 @@ def _judge(call: dict[str, Any]) -> Finding | None:
                      "strict=True to see which keys differ", **ev)
 
 
+def _named(named: dict[str, Any] | None) -> Finding | None:
+    """The model's config names a local checkpoint, and (nearly) none of its tensors, or none of one
+    sub-model's (MusicGen's decoder beside a loaded codec and text encoder), are that checkpoint's: built
+    from the config (`from_config`, `Model(config)`), those weights never loaded. Training from scratch
+    with a checkpoint's architecture does the same on purpose: a warning."""
+    if not named or named["compared"] < 4:
+        return None  # too few tensors of the checkpoint found in the model to say
+    groups = named.get("groups") or {}
+    cold = sorted(k for k, g in groups.items() if g["compared"] >= 4 and g["equal"] < LOADED * g["compared"])
+    whole = named["equal"] < LOADED * named["compared"]
+    if not whole and not cold:
+        return None
+    if whole or len(groups) <= 1:
+        what = f"{named['equal']} of its {named['compared']} tensors there equal the checkpoint's"
+    else:
+        said = ", ".join(f"{k} {groups[k]['equal']} of {groups[k]['compared']}" for k in cold)
+        warm = sorted(set(groups) - set(cold))
+        what = (f"tensors equal to the checkpoint's: {said}" + (f" (while {', '.join(warm)} match it)" if warm
+                                                                  else ""))
+    return make("model.not_pretrained", "warning", "loss",
+                f"the model's config comes from {named['path']} (config._name_or_path) but {what}: "
+                f"{'the model was' if whole else ', '.join(cold) + ' was'} built from the config alone and starts "
+                "from a random init", CHECK,
+                hint="for a fine-tune, load the weights: `Model.from_pretrained(path)` (from_config / Model(config) "
+                     "build the architecture only); training from scratch with that architecture is what this does",
+                random_init=cold if not whole else sorted(groups), **named)
+
+
 def judge_state_loads(m: StateLoadMeasurement | None) -> list[Finding]:
     if m is None or m.error:
         return []
-    return [f for f in (_judge(c) for c in m.calls) if f is not None]
+    found = [f for f in (_judge(c) for c in m.calls) if f is not None]
+    named = _named(m.named_checkpoint)
+    return found + ([named] if named is not None and not found else [])
