@@ -105,3 +105,11 @@ def test_more_scheduler_steps_than_optimizer_steps_is_a_schedule_too_fast():
     assert judge_schedule_steps(_rec(scheduler_steps=1)) == []  # once per update
     assert judge_schedule_steps(_rec(scheduler_steps=0)) == []  # per epoch, or none
     assert judge_schedule_steps(_rec(steps=2, scheduler_steps=2)) == []
+
+
+def test_a_shorter_copy_left_after_the_step_is_clipping_after_the_step():
+    from signalchain.checks.optimisation.grad_rule import judge_clip_order
+    assert [f.id for f in judge_clip_order(_rec(after_step=(1.0, 0.54)))] == ["optim.clip_after_step"]
+    for clean in ((1.0, 1.0), (0.97, 0.5), (1.0, 0.99)):  # the step's own; another gradient; rounding
+        assert judge_clip_order(_rec(after_step=clean)) == []
+    assert judge_clip_order(_rec()) == []  # zeroed at the end: nothing to compare

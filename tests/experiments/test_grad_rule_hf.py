@@ -22,6 +22,7 @@ class ZeroAtStart(HFUserPipeline):
 
     zero = True
     accumulation = 1
+    clip_late = False
 
     def train_step(self, model, optimizer, batch, tap=lambda s, v, /, **m: v):
         model.train()
@@ -29,12 +30,16 @@ class ZeroAtStart(HFUserPipeline):
             optimizer.zero_grad()
         out = self.step(model, batch, tap)
         out.loss.backward()
-        torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
+        trained = [p for p in model.parameters() if p.requires_grad]
+        if not self.clip_late:
+            torch.nn.utils.clip_grad_norm_(trained, 0.05)
         sched = self._sched.get(id(optimizer)) or self._sched.setdefault(
             id(optimizer), torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0))
         optimizer.step()
         for _ in range(self.accumulation):  # the bug: once per micro-batch
             sched.step()
+        if self.clip_late:  # the bug: clipped after the update was made
+            torch.nn.utils.clip_grad_norm_(trained, 0.05)
         return out
 
     def __init__(self, **kw):
@@ -48,6 +53,10 @@ class NoZeroGrad(ZeroAtStart):
 
 class SchedulerPerMicroBatch(ZeroAtStart):
     accumulation = 4
+
+
+class ClipAfterStep(ZeroAtStart):
+    clip_late = True
 
 
 def _measure(pipeline):
@@ -66,3 +75,11 @@ def test_a_scheduler_stepped_per_micro_batch_is_named():
     m = _measure(SchedulerPerMicroBatch())
     assert (m.scheduler_steps, m.steps) == (4, 1)
     assert [f.id for f in judge_schedule_steps(m)] == ["optim.schedule_too_fast"]
+
+
+def test_clipping_after_the_step_is_named_and_clipping_before_is_silent():
+    from signalchain.checks.optimisation.grad_rule import judge_clip_order
+
+    bug, fixed = _measure(ClipAfterStep()), _measure(ZeroAtStart())
+    assert [f.id for f in judge_clip_order(bug)] == ["optim.clip_after_step"] and bug.after_step[1] < 0.9
+    assert judge_clip_order(fixed) == [] and fixed.after_step[1] == 1.0

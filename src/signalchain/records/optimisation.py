@@ -166,6 +166,9 @@ class GradRuleMeasurement:
     # of the second step's gradient norm along the marker, and the tensors marked; None: nothing left.
     carry: tuple[float, int] | None = None
     scheduler_steps: int = 0  # LRScheduler.step() calls during the first update (constructors' not counted)
+    # The .grad the first update left behind against the gradient its step used: (cosine, norm ratio);
+    # None when it was zeroed. A shorter copy: the gradients were clipped after the step.
+    after_step: tuple[float, float] | None = None
 
 
 @dataclass

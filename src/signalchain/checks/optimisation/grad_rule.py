@@ -17,7 +17,7 @@ from ...findings import Finding
 from ...records.optimisation import GradRuleMeasurement
 from ..base import make
 
-__all__ = ["judge_grad_rule", "judge_train_mode", "judge_zeroing", "judge_schedule_steps"]
+__all__ = ["judge_grad_rule", "judge_train_mode", "judge_zeroing", "judge_schedule_steps", "judge_clip_order"]
 
 CHECK = "checks.grad_rule"
 TINY = 0.05  # |g| / |∇loss| below this is not clipping a user chose (that scales by max_norm / |∇loss|)
@@ -27,9 +27,9 @@ AWAY = 0.3  # cosine lost beyond that disagreement before the direction itself i
 # turns by up to ~0.1 (real-bug bed twins: 0.88-0.92 against 1.00)
 STEADY = 0.95  # the two plain backward passes agree at least this well: a cosine can be read
 #: Share of the second step's gradient norm along the marker that replaced the first update's leftover
-#: .grad. Random noise is orthogonal to any batch's gradient: a step that zeroed holds ~1/√(values)
-#: of it (0.00-0.01 at this project's smallest models); one that did not holds |marker| / |marker +
-#: ∇loss| (~0.7 when the two norms are alike, still > 0.2 at a gradient 5x the leftover's).
+#: .grad (a marker at least as long as the loss's gradient). Random noise is orthogonal to any batch's
+#: gradient: a step that zeroed holds ~1/√(values) of it (0.00-0.01 at this project's smallest models);
+#: one that did not holds |marker| / |marker + ∇loss| ≥ ~0.7, whatever the clipping does to the sum.
 CARRIED = 0.2
 
 
@@ -123,3 +123,19 @@ def judge_schedule_steps(m: GradRuleMeasurement | None) -> list[Finding]:
                       "`if accelerator.sync_gradients`); if the schedule was sized in micro-batches on purpose "
                       "(num_training_steps = batches x epochs), this is as meant",
                  scheduler_steps=m.scheduler_steps, optimizer_steps=m.steps)]
+
+
+def judge_clip_order(m: GradRuleMeasurement | None) -> list[Finding]:
+    """The gradients left after the update are the step's own, shortened: `clip_grad_norm_` ran after
+    `optimizer.step()`, so the step used the unclipped gradients and the clipping limits nothing."""
+    if m is None or m.after_step is None or not m.steps:
+        return []
+    cosine, ratio = m.after_step
+    if not (math.isfinite(cosine) and math.isfinite(ratio)) or cosine < 0.999 or ratio > 0.98 or ratio <= 0:
+        return []
+    return [make("optim.clip_after_step", "error", "optimizer",
+                 f"the optimizer stepped with gradients of norm {m.step_norm:.3g}; after the step the same gradients "
+                 f"(cosine {cosine:.4f}) were scaled to {ratio * m.step_norm:.3g}: they were clipped after "
+                 "`optimizer.step()`, so the clipping never limits an update", CHECK,
+                 hint="call `clip_grad_norm_` between `loss.backward()` and `optimizer.step()` (with AMP, after "
+                      "`scaler.unscale_(optimizer)`)", step_grad_norm=m.step_norm, after_ratio=ratio, cosine=cosine)]

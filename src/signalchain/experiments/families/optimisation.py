@@ -13,7 +13,13 @@ from ...checks.optimisation.curves import (
     needs_refit,
     sweep_summary,
 )
-from ...checks.optimisation.grad_rule import judge_grad_rule, judge_schedule_steps, judge_train_mode, judge_zeroing
+from ...checks.optimisation.grad_rule import (
+    judge_clip_order,
+    judge_grad_rule,
+    judge_schedule_steps,
+    judge_train_mode,
+    judge_zeroing,
+)
 from ...checks.optimisation.gradients import judge_gradients, judge_update
 from ...checks.optimisation.predictions import judge_predictions
 from ...checks.optimisation.rates import judge_rates, lost_at
@@ -186,7 +192,7 @@ register(Family("optimisation", "Optimisation path: gradients, updates, stale pr
     Step("update", say="optimisation: parameter update", measure=measure_update,
          judges=(judge(judge_update, SELF, _trainable),), show=_show_update),
     Step("grad_rule", say="optimisation: the stepped gradient against the loss's", measure=measure_grad_rule,
-         judges=(judge_grad_rule, judge_train_mode, judge_zeroing, judge_schedule_steps)),
+         judges=(judge_grad_rule, judge_train_mode, judge_zeroing, judge_schedule_steps, judge_clip_order)),
     Step("state_loads", say="optimisation: what build_model loads", measure=measure_state_loads,
          judges=(judge_state_loads,)),
     Step("predictions", needs=("loader",), say="optimisation: stale predictions", measure=_predictions,

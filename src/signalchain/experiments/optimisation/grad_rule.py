@@ -59,22 +59,41 @@ def _loss_grads(ctx: Context, scale: float | None) -> dict[str, torch.Tensor]:
     return {n: q.grad.detach().float() / (scale or 1.0) for n, q in model.named_parameters() if q.grad is not None}
 
 
-def _mark_leftovers(optimizer: torch.optim.Optimizer, names: dict[int, str]) -> dict[str, torch.Tensor]:
-    """Replace every non-zero `.grad` the update left behind by random noise of the same norm (a
-    marker no batch's gradient resembles) and return the markers by name. Nothing is left behind
-    by a pipeline that zeroes at the end of its update: then there is nothing to follow."""
+def _mark_leftovers(optimizer: torch.optim.Optimizer, names: dict[int, str], at_least: float = 0.0
+                    ) -> dict[str, torch.Tensor]:
+    """Replace every non-zero `.grad` the update left behind by random noise (a marker no batch's
+    gradient resembles), of the leftover's norm per tensor, scaled up together so that the markers'
+    norm is at least `at_least`; return the markers by name. Nothing is left behind by a pipeline that
+    zeroes at the end of its update: then there is nothing to follow."""
     gen = torch.Generator().manual_seed(0)
+    left = [q for group in optimizer.param_groups for q in group["params"]
+            if q.grad is not None and id(q) in names and bool((q.grad != 0).any())]
+    total = float(torch.stack([q.grad.detach().float().norm() for q in left]).norm()) if left else 0.0
+    boost = max(1.0, at_least / total) if total > 0 else 1.0
     marks: dict[str, torch.Tensor] = {}
-    for group in optimizer.param_groups:
-        for q in group["params"]:
-            if q.grad is None or id(q) not in names or not bool((q.grad != 0).any()):
-                continue
-            noise = torch.randn(q.grad.shape, generator=gen).to(q.grad.device, torch.float32)
-            noise *= q.grad.detach().float().norm() / noise.norm().clamp_min(1e-30)
-            with torch.no_grad():
-                q.grad.copy_(noise.to(q.grad.dtype))
-            marks[names[id(q)]] = noise
+    for q in left:
+        noise = torch.randn(q.grad.shape, generator=gen).to(q.grad.device, torch.float32)
+        noise *= boost * q.grad.detach().float().norm() / noise.norm().clamp_min(1e-30)
+        with torch.no_grad():
+            q.grad.copy_(noise.to(q.grad.dtype))
+        marks[names[id(q)]] = noise
     return marks
+
+
+def _after_step(optimizer: torch.optim.Optimizer, probe: FirstStepGrads) -> tuple[float, float] | None:
+    """The .grad the update leaves against the gradient its step used: (cosine, norm ratio); None when
+    the update zeroed it (or the step saw none). Clipping after `step()` leaves a shorter copy."""
+    if not probe.steps or not probe.grads:
+        return None
+    names = {id(q): n for n, q in probe.model.named_parameters()}
+    left = {names[id(q)]: q.grad.detach().float() for g in optimizer.param_groups for q in g["params"]
+            if q.grad is not None and id(q) in names and names[id(q)] in probe.grads}
+    if not left or not any(bool((v != 0).any()) for v in left.values()):
+        return None
+    common = sorted(left)
+    x, y = _flat(left, common), _flat(probe.grads, common)
+    d = float(x.norm() * y.norm())
+    return (float(x @ y) / d, float(x.norm() / y.norm())) if d > 0 else None
 
 
 def measure_grad_rule(ctx: Context) -> GradRuleMeasurement | None:
@@ -92,17 +111,7 @@ def measure_grad_rule(ctx: Context) -> GradRuleMeasurement | None:
         seed_everything(ctx.seed)
         update_step(p, model, optimizer, ctx.batch(), grab)
     modes = probe.train_mode
-    # A second update: the .grad the first left behind is swapped for a marker of the same norm; a
-    # step that still holds the marker never zeroed it (each update then follows the running sum).
-    marks = _mark_leftovers(optimizer, {id(q): n for n, q in model.named_parameters()})
-    again = None
-    if marks:
-        try:
-            with FirstStepGrads(model, optimizer).attached_to() as again:
-                seed_everything(ctx.seed)
-                update_step(p, model, optimizer, ctx.batch(), no_tap)
-        except Exception:  # a pipeline whose update cannot run twice: only the first is judged
-            again = None
+    after_step = _after_step(optimizer, probe)
     dropout = configured_dropout(model)
     if not probe.steps:
         return GradRuleMeasurement(0, 0, 0.0, 0.0, 0.0, 0.0, error="the update made no optimizer step",
@@ -116,6 +125,19 @@ def measure_grad_rule(ctx: Context) -> GradRuleMeasurement | None:
             got = None
         scale = got if got and got > 1 else None
     first, second = _loss_grads(ctx, scale), _loss_grads(ctx, scale)
+    # A second update: the .grad the first left behind is swapped for a marker at least as long as the
+    # loss's own gradient (so that clipping the sum cannot hide it); a step that still holds the marker
+    # never zeroed it (each update then follows the running sum).
+    loss_norm = float(torch.cat([v.reshape(-1) for v in first.values()]).norm()) if first else 0.0
+    marks = _mark_leftovers(optimizer, {id(q): n for n, q in model.named_parameters()}, loss_norm)
+    again = None
+    if marks:
+        try:
+            with FirstStepGrads(model, optimizer).attached_to() as again:
+                seed_everything(ctx.seed)
+                update_step(p, model, optimizer, ctx.batch(), no_tap)
+        except Exception:  # a pipeline whose update cannot run twice: only the first is judged
+            again = None
     common = sorted(n for n in probe.grads if n in first and n in second)
     if not common:
         return GradRuleMeasurement(probe.steps, 0, 0.0, 0.0, 0.0, 0.0, scale=scale, train_mode=modes,
@@ -135,4 +157,5 @@ def measure_grad_rule(ctx: Context) -> GradRuleMeasurement | None:
             carry = (along * float(r.norm()) / max(float(g2.norm()), 1e-30), len(held))
     return GradRuleMeasurement(steps=probe.steps, params=len(common), loss_norm=float(a.norm()),
                                step_norm=float(g.norm()), cosine=cos(g, a), floor=cos(a, b), scale=scale,
-                               train_mode=modes, dropout=dropout, carry=carry, scheduler_steps=probe.scheduler_steps)
+                               train_mode=modes, dropout=dropout, carry=carry, scheduler_steps=probe.scheduler_steps,
+                               after_step=after_step)
