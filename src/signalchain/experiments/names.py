@@ -18,6 +18,8 @@ SYMPTOMS: dict[str, tuple[str, ...]] = {
     "silent": ("audio", "data", "output"),
     "repetitive": ("generation", "data"),
     "ignores-caption": ("conditioning", "data", "optimisation"),  # gradients must reach the condition path
-    "too-good-validation": ("splits", "data"),  # targets visible in the model's inputs look too good too
+    # targets visible in the model's inputs look too good too; training left in eval mode (no dropout in
+    # training, the train/validation gap closes) is the optimisation family's (issue 41)
+    "too-good-validation": ("splits", "data", "optimisation"),
     "slow": ("performance", "profile", "compile"),
 }
