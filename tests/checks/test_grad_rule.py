@@ -113,3 +113,14 @@ def test_a_shorter_copy_left_after_the_step_is_clipping_after_the_step():
     for clean in ((1.0, 1.0), (0.97, 0.5), (1.0, 0.99)):  # the step's own; another gradient; rounding
         assert judge_clip_order(_rec(after_step=clean)) == []
     assert judge_clip_order(_rec()) == []  # zeroed at the end: nothing to compare
+
+
+def test_a_turned_gradient_over_several_forwards_names_zero_grad_inside_the_accumulation():
+    m = GradRuleMeasurement(steps=1, params=10, loss_norm=1.0, step_norm=0.35, cosine=0.31, floor=1.0,
+                            train_mode=[True] * 4)
+    (f,) = judge_grad_rule(m)
+    assert f.id == "optim.grad_not_loss_grad" and "4 forward passes" in f.message and "zero_grad()" in f.message
+    assert "once per optimizer step" in f.hint
+    (plain,) = judge_grad_rule(GradRuleMeasurement(steps=1, params=10, loss_norm=1.0, step_norm=0.35, cosine=0.31,
+                                                   floor=1.0, train_mode=[True]))
+    assert "forward passes" not in plain.message

@@ -24,7 +24,7 @@ BUG = RealBug(
     cause="zero_grad() before each micro-batch's backward discards the gradients of the first 3 of 4 "
           "micro-batches: every update sees one quarter of the batch",
     fix="zero the gradients once per accumulation (after optimizer.step), divide the loss by the steps",
-    stages=("optimizer", "grad.norm"), cause_ids=("optim.accumulation_discarded",), symptom="flat-loss")
+    stages=("optimizer", "grad.norm"), cause_ids=("optim.accumulation_discarded", "optim.grad_not_loss_grad"), symptom="flat-loss")
 
 ACCUM = 4
 

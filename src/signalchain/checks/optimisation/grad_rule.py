@@ -66,13 +66,20 @@ def judge_grad_rule(m: GradRuleMeasurement | None) -> list[Finding]:
                           "gradients clips at max_norm × scale and leaves every update 1/scale of what was meant",
                      clip_norm=scaled, **ev)]
     if m.floor >= STEADY and m.cosine < m.floor - AWAY and 0.2 <= ratio <= 5:
+        forwards = len(m.train_mode)
+        micro = (f"; the update ran {forwards} forward passes for {m.steps} optimizer step(s): a `zero_grad()` "
+                 "inside the accumulation loop (only the last micro-batch's gradient reaching the step) turns it "
+                 "this way" if forwards > m.steps else "")
         return [make("optim.grad_not_loss_grad", "warning", "optimizer",
                      f"the gradient the optimizer stepped with points away from the loss's gradient of the same "
-                     f"batch: cosine {m.cosine:.2f}, where two plain backward passes agree at {m.floor:.2f}", CHECK,
-                     hint="the update is not d(loss)/d(weights): with gradient accumulation, weight each micro-batch "
-                          "by its share of the batch's tokens (sum the token losses, divide by the batch's token "
-                          "count once) rather than averaging per-micro-batch means; check that no backward of "
-                          "another batch or a stale .grad is added", **ev)]
+                     f"batch: cosine {m.cosine:.2f}, where two plain backward passes agree at {m.floor:.2f}{micro}",
+                     CHECK,
+                     hint=("zero the gradients once per optimizer step (before the first micro-batch's backward or "
+                           "after `optimizer.step()`), never per micro-batch; " if micro else "")
+                     + "the update is not d(loss)/d(weights): with gradient accumulation, weight each micro-batch "
+                       "by its share of the batch's tokens (sum the token losses, divide by the batch's token "
+                       "count once) rather than averaging per-micro-batch means; check that no backward of "
+                       "another batch or a stale .grad is added", forwards=forwards, **ev)]
     return []
 
 
