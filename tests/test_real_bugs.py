@@ -16,12 +16,13 @@ from real_bugs.bugs import NAMES  # noqa: E402
 
 FAST = [n for n in NAMES if module(n).BUG.fast]
 #: fast bugs signalchain names at the right stage today: a regression there fails the test
-FOUND = {"data_int16_pcm_unscaled", "data_rate_not_resampled", "declared_pad_is_eos_masks_eos"}
+FOUND = {"data_int16_pcm_unscaled", "data_rate_not_resampled", "declared_pad_is_eos_masks_eos",
+         "data_channels_last_downmix"}
 
 
 def test_the_bed_holds_enough_real_bugs_each_with_a_thread() -> None:
     bugs = [module(n).BUG for n in NAMES]
-    assert len(bugs) >= 25 and sum(b.kind == "control" for b in bugs) >= 3
+    assert len(bugs) >= 36 and sum(b.kind == "control" for b in bugs) >= 5
     assert all(b.thread.startswith("https://") for b in bugs)
     assert len({b.name for b in bugs}) == len(bugs) == len(set(NAMES))
 
