@@ -23,10 +23,15 @@ def crash_origin(exc: BaseException) -> tuple[str, str] | None:
     the crash is ours.
     """
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        if _is_library(frame.filename):
+        if _is_library(frame.filename) or frame.name in _RELAYS:
             continue
         return None if is_ours(frame.filename) else ("user", f"{frame.filename}:{frame.lineno}")
     return None
+
+
+#: The frames of a probe's torch mode that only relay the op the pipeline called (`func(*args)`): an
+#: op that raises inside one is the caller's (an embedding given index -100), not the probe's.
+_RELAYS = frozenset({"__torch_dispatch__", "__torch_function__"})
 
 
 def crash_finding(name: str, exc: BaseException) -> Finding:
