@@ -83,3 +83,16 @@ def test_clipping_after_the_step_is_named_and_clipping_before_is_silent():
     bug, fixed = _measure(ClipAfterStep()), _measure(ZeroAtStart())
     assert [f.id for f in judge_clip_order(bug)] == ["optim.clip_after_step"] and bug.after_step[1] < 0.9
     assert judge_clip_order(fixed) == [] and fixed.after_step[1] == 1.0
+
+
+def test_a_bf16_adapter_whose_step_autocasts_its_own_forward_is_silent():
+    """The zoo's hf-bf16 (issue 41): the loss's gradient is taken where the update autocasts (the
+    forward alone), not around the whole step, which would encode the targets in bf16 too."""
+    from signalchain.checks.optimisation.grad_rule import judge_grad_rule
+    from signalchain.integrations.hf_musicgen import HFMusicgenPipeline, examples_from_clips
+    from signalchain.reference.hf.tiny import bed_clips, tiny_model, tiny_tokenizer
+
+    p = HFMusicgenPipeline(tiny_model, tokenizer=tiny_tokenizer(), data=examples_from_clips(bed_clips(8)),
+                           segment_seconds=0.5, batch_size=4, amp="bf16")
+    m = _measure(p)
+    assert m.cosine > m.floor - 0.05 and judge_grad_rule(m) == []

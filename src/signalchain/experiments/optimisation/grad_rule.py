@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from ...pipeline import as_step_output
+from ...pipeline import as_step_output, capabilities
 from ...probes.first_step_grads import FirstStepGrads
 from ...records.optimisation import GradRuleMeasurement
 from .._seed import seed_everything
@@ -46,14 +46,15 @@ def _flat(grads: dict[str, torch.Tensor], names: list[str]) -> torch.Tensor:
     return torch.cat([grads[n].reshape(-1) for n in names])
 
 
-def _loss_grads(ctx: Context, scale: float | None) -> dict[str, torch.Tensor]:
+def _loss_grads(ctx: Context, scale: float | None, outer: Any = None) -> dict[str, torch.Tensor]:
     """∇loss at the fresh weights, float32; scaled by `scale` during backward (as a GradScaler does,
-    so that fp16 gradients do not underflow) and unscaled after."""
+    so that fp16 gradients do not underflow) and unscaled after; `step` under an autocast to `outer`
+    when given (as update_step runs it for a pipeline without train_step)."""
     p = ctx.pipeline
     model = ctx.fresh_model()
     model.train()
     seed_everything(ctx.seed)
-    with autocast_for(model, getattr(p, "amp_dtype", None)):
+    with autocast_for(model, outer):
         out = as_step_output(p.step(model, ctx.batch(), no_tap))
     ((out.loss.float() * scale) if scale else out.loss.float()).backward()
     return {n: q.grad.detach().float() / (scale or 1.0) for n, q in model.named_parameters() if q.grad is not None}
@@ -78,6 +79,23 @@ def _mark_leftovers(optimizer: torch.optim.Optimizer, names: dict[int, str], at_
             q.grad.copy_(noise.to(q.grad.dtype))
         marks[names[id(q)]] = noise
     return marks
+
+
+def _nearest(options: list[tuple[dict[str, torch.Tensor], Any]], step: dict[str, torch.Tensor]
+             ) -> tuple[dict[str, torch.Tensor], Any]:
+    """The candidate gradient nearest (by cosine) to the stepped one, and its autocast setting."""
+    if len(options) == 1:
+        return options[0]
+
+    def cosine(grads: dict[str, torch.Tensor]) -> float:
+        names = sorted(n for n in step if n in grads)
+        if not names:
+            return -2.0
+        x, y = _flat(step, names), _flat(grads, names)
+        d = float(x.norm() * y.norm())
+        return float(x @ y) / d if d > 0 else -2.0
+
+    return max(options, key=lambda o: cosine(o[0]))
 
 
 def _after_step(optimizer: torch.optim.Optimizer, probe: FirstStepGrads) -> tuple[float, float] | None:
@@ -124,7 +142,14 @@ def measure_grad_rule(ctx: Context) -> GradRuleMeasurement | None:
         except Exception:  # no GradScaler-like object: no scale to read
             got = None
         scale = got if got and got > 1 else None
-    first, second = _loss_grads(ctx, scale), _loss_grads(ctx, scale)
+    # Where the update autocasts is not known when a train_step of its own runs `step` (around the whole
+    # step, or only the forward that `step` autocasts itself: an outer autocast would also run a codec's
+    # encode in bf16 and change the targets): both are tried, and the one nearer the stepped gradient is
+    # the loss's gradient, its second pass the noise floor.
+    amp = getattr(p, "amp_dtype", None)
+    tries = [amp] if "train_step" not in capabilities(p) or amp is None else [amp, None]
+    first, outer = _nearest([(_loss_grads(ctx, scale, t), t) for t in tries], probe.grads)
+    second = _loss_grads(ctx, scale, outer)
     # A second update: the .grad the first left behind is swapped for a marker at least as long as the
     # loss's own gradient (so that clipping the sum cannot hide it); a step that still holds the marker
     # never zeroed it (each update then follows the running sum).
