@@ -84,6 +84,7 @@ AUDIO_CASES = {
     "_sample_rate": lambda: stages((tone(), {"lengths": [SR // 2] * 3}),
                                    (tone(c=1), {"lengths": [SR // 2] * 3, "sample_rate": 2 * SR})),
     "_silent": lambda: stages((np.zeros_like(tone()), {})),
+    "_too_short": lambda: stages((tone(), {"lengths": [SR // 2, 2, SR // 2]})),
 }
 
 
